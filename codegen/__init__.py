@@ -1,0 +1,1 @@
+"""SIMD detection, PE program IR and its printer, and the dtg-codegen driver."""

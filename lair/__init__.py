@@ -1,0 +1,1 @@
+"""LAIR front end: grammar, AST, semantic checks, isl lowering, reference interpreter."""

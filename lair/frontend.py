@@ -1,0 +1,39 @@
+"""The LAIR front end in one call: parse, specialize, check, lower."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from lair import ast
+from lair.check import analyze
+from lair.graph import Graph
+from lair.lower import PolyModel, lower
+from lair.parser import parse, parse_file
+from lair.specialize import Binding, specialize
+
+
+@dataclass(frozen=True)
+class Program:
+    """A LAIR program at every front-end stage, for drivers that stop at any of them."""
+
+    source: ast.Module
+    specialized: ast.Module
+    graph: Graph
+    model: PolyModel
+
+
+def _finish(source: ast.Module, params: Mapping[str, Binding] | None) -> Program:
+    specialized = specialize(source, params)
+    graph = analyze(specialized)
+    return Program(source, specialized, graph, lower(graph))
+
+
+def load_program(path: str | Path, params: Mapping[str, Binding] | None = None) -> Program:
+    return _finish(parse_file(path), params)
+
+
+def program_from_text(text: str, params: Mapping[str, Binding] | None = None,
+                      file: str = "<string>") -> Program:
+    return _finish(parse(text, file), params)

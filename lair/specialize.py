@@ -1,0 +1,168 @@
+"""Specialize parametric LAIR nodes to integer sizes and concrete element types.
+
+Bindings come from ``let`` lines in the file and from the command line
+(``--param M=32``); the command line wins. After specialization no node has size or
+type parameters left, which is the form the compiler works on (paper §4.1.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from lair import ast
+from lair.diagnostics import SourceLoc, SpecializationError
+from lair.graph import DTYPES
+
+Binding = int | str
+
+
+def parse_param(text: str) -> tuple[str, Binding]:
+    """Parse a command-line ``NAME=VALUE`` (an integer size or a type name)."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name.isidentifier() or not value:
+        raise SpecializationError(
+            f"malformed --param {text!r}; expected NAME=VALUE, e.g. --param M=32")
+    try:
+        return name, int(value)
+    except ValueError:
+        if value.isidentifier():
+            return name, value
+        raise SpecializationError(
+            f"malformed --param {text!r}: {value!r} is neither an integer nor a type name"
+        ) from None
+
+
+def eval_constant(expr: ast.Expr, env: Mapping[str, Binding], what: str) -> int:
+    """Evaluate an integer constant expression (literals, bound names, + - * // %)."""
+    match expr:
+        case ast.IntLit(value):
+            return value
+        case ast.Name(name, loc):
+            bound = env.get(name)
+            if bound is None:
+                raise SpecializationError(f"unknown name '{name}' in {what}", loc)
+            if not isinstance(bound, int):
+                raise SpecializationError(
+                    f"'{name}' is the type {bound}, expected an integer in {what}", loc)
+            return bound
+        case ast.Neg(operand):
+            return -eval_constant(operand, env, what)
+        case ast.BinOp(op, lhs, rhs, loc) if op in ("+", "-", "*", "//", "%"):
+            a, b = eval_constant(lhs, env, what), eval_constant(rhs, env, what)
+            if op in ("//", "%") and b == 0:
+                raise SpecializationError(f"division by zero in {what}", loc)
+            return {"+": a + b, "-": a - b, "*": a * b,
+                    "//": a // b if b else 0, "%": a % b if b else 0}[op]
+    raise SpecializationError(
+        f"expected an integer constant expression in {what}", getattr(expr, "loc", None))
+
+
+def file_bindings(module: ast.Module) -> dict[str, tuple[Binding, SourceLoc]]:
+    """Evaluate the ``let`` lines in order; later lines may use earlier ones."""
+    env: dict[str, Binding] = {}
+    out: dict[str, tuple[Binding, SourceLoc]] = {}
+    for let in module.lets:
+        if let.name in out:
+            raise SpecializationError(
+                f"'{let.name}' is bound twice (first at {out[let.name][1]})", let.loc)
+        value: Binding
+        if isinstance(let.value, ast.Name) and let.value.name in DTYPES:
+            value = let.value.name
+        else:
+            value = eval_constant(let.value, env, f"the binding of '{let.name}'")
+        env[let.name] = value
+        out[let.name] = (value, let.loc)
+    return out
+
+
+def specialize(module: ast.Module, overrides: Mapping[str, Binding] | None = None) -> ast.Module:
+    """Return the module with every node's parameters substituted by their values."""
+    overrides = dict(overrides or {})
+    declared = {p.name for n in module.nodes for p in n.size_params}
+    declared |= {p.name for n in module.nodes for p in n.type_params}
+    lets = file_bindings(module)
+    for name in overrides:
+        if name not in declared and name not in lets:
+            raise SpecializationError(
+                f"--param {name}: no node has a parameter named '{name}'"
+                + (f" (parameters: {', '.join(sorted(declared))})" if declared else ""))
+    env: dict[str, Binding] = {k: v for k, (v, _) in lets.items()}
+    env.update(overrides)
+    nodes = tuple(_specialize_node(node, env) for node in module.nodes)
+    return replace(module, lets=(), nodes=nodes)
+
+
+def _specialize_node(node: ast.Node, env: Mapping[str, Binding]) -> ast.Node:
+    sizes: dict[str, int] = {}
+    seen: set[str] = set()
+    for param in node.size_params:
+        if param.name in seen:
+            raise SpecializationError(
+                f"duplicate parameter '{param.name}' of node '{node.name}'", param.loc)
+        seen.add(param.name)
+        value = env.get(param.name)
+        if value is None:
+            raise SpecializationError(
+                f"size parameter '{param.name}' of node '{node.name}' has no value; give it "
+                f"with 'let {param.name} = ...' in the file or '--param {param.name}=...'",
+                param.loc)
+        if not isinstance(value, int):
+            raise SpecializationError(
+                f"size parameter '{param.name}' of node '{node.name}' is bound to the type "
+                f"{value}; expected an integer", param.loc)
+        sizes[param.name] = value
+    types: dict[str, str] = {}
+    for tparam in node.type_params:
+        if tparam.name in seen:
+            raise SpecializationError(
+                f"duplicate parameter '{tparam.name}' of node '{node.name}'", tparam.loc)
+        seen.add(tparam.name)
+        bound = env.get(tparam.name, tparam.default)
+        if bound is None:
+            raise SpecializationError(
+                f"type parameter '{tparam.name}' of node '{node.name}' has no value and no "
+                f"default; give it with '--param {tparam.name}=float16'", tparam.loc)
+        if not isinstance(bound, str):
+            raise SpecializationError(
+                f"type parameter '{tparam.name}' of node '{node.name}' is bound to {bound}; "
+                f"expected a type ({' or '.join(DTYPES)})", tparam.loc)
+        types[tparam.name] = bound
+
+    def subst(expr: ast.Expr) -> ast.Expr:
+        match expr:
+            case ast.Name(name, loc) if name in sizes:
+                return ast.IntLit(sizes[name], loc)
+            case ast.Access(tensor, indices, loc):
+                return ast.Access(tensor, tuple(map(subst, indices)), loc)
+            case ast.BinOp(op, lhs, rhs, loc):
+                return ast.BinOp(op, subst(lhs), subst(rhs), loc)
+            case ast.Neg(operand, loc):
+                return ast.Neg(subst(operand), loc)
+            case ast.Call(func, args, loc):
+                return ast.Call(func, tuple(map(subst, args)), loc)
+        return expr
+
+    def decl(d: ast.TensorDecl) -> ast.TensorDecl:
+        return replace(d, dtype=types.get(d.dtype, d.dtype), shape=tuple(map(subst, d.shape)))
+
+    def stmt(s: ast.Statement) -> ast.Statement:
+        for it in s.iterators:
+            if it.name in sizes or it.name in types:
+                raise SpecializationError(
+                    f"iterator '{it.name}' has the name of a parameter of node '{node.name}'; "
+                    "expected a fresh name", it.loc)
+        target = subst(s.target)
+        assert isinstance(target, ast.Access)
+        return replace(s, extents=tuple(map(subst, s.extents)), target=target,
+                       value=subst(s.value))
+
+    return replace(
+        node,
+        type_params=(),
+        size_params=(),
+        inputs=tuple(map(decl, node.inputs)),
+        outputs=tuple(map(decl, node.outputs)),
+        body=tuple(map(stmt, node.body)),
+    )

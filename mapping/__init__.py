@@ -1,0 +1,1 @@
+"""Mapping spec front end, polyhedral primitives, task graph and local memory allocation."""

@@ -1,0 +1,290 @@
+"""Check a mapping spec against a LAIR program and build the isl view of the mapping.
+
+Each rule has its own message with the position of the entry in the ``.map`` file and,
+where isl finds a violation, one concrete witness (an instance, a PE, an element).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import islpy as isl
+
+from lair.diagnostics import MappingError, SourceLoc
+from lair.lower import CTX, PolyModel, box_set, point_coordinates
+from mapping.spec import Direction, IslText, MappingSpec, TensorSpec
+
+PE = "PE"
+INDEX = "index"
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A tensor that enters or leaves the rectangle as a stream of wavelets."""
+
+    tensor: str
+    direction: Direction
+    kind: Literal["sparse", "dense"]
+    relation: isl.Map  # tensor[...] -> [PE[x, y] -> index[...]]
+
+    @property
+    def order(self) -> isl.Map:
+        """``tensor -> index``: the index (sparse) or arrival order (dense) of each element."""
+        return self.relation.range_factor_range()
+
+    @property
+    def external_pes(self) -> isl.Map:
+        """``tensor -> PE``: the PE outside the rectangle each element comes from / goes to."""
+        return self.relation.range_factor_domain()
+
+    @property
+    def index_dims(self) -> int:
+        return int(self.order.dim(isl.dim_type.out))
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A validated mapping: rectangle size, placement restricted to the instances, tensors."""
+
+    width: int
+    height: int
+    placement: tuple[tuple[str, isl.Map], ...]  # statement -> { S[...] -> PE[x, y] }
+    streams: tuple[Stream, ...]
+    resident: tuple[tuple[str, Direction], ...]
+    file: str = "<string>"
+
+    def rectangle(self) -> isl.Set:
+        return box_set(PE, ["x", "y"], [self.width, self.height])
+
+    def placement_of(self, statement: str) -> isl.Map:
+        return dict(self.placement)[statement]
+
+    def stream(self, tensor: str) -> Stream | None:
+        for s in self.streams:
+            if s.tensor == tensor:
+                return s
+        return None
+
+    def is_resident(self, tensor: str) -> bool:
+        return any(t == tensor for t, _ in self.resident)
+
+    def format(self) -> str:
+        lines = [f"rectangle {self.width} x {self.height} (columns x rows): {self.rectangle()}"]
+        lines += [f"placement {name}: {rel}" for name, rel in self.placement]
+        lines += [f"{s.direction} {s.tensor} {s.kind}: {s.relation}" for s in self.streams]
+        lines += [f"{d} {t} resident" for t, d in self.resident]
+        return "\n".join(lines) + "\n"
+
+
+def _parse(cls: type, text: IslText, what: str) -> isl.Map | isl.Set | isl.UnionMap:
+    try:
+        return cls(text.text)
+    except isl.Error:
+        kind = {isl.Set: "set", isl.Map: "relation", isl.UnionMap: "union map"}[cls]
+        raise MappingError(f"isl cannot read the {what}; expected an isl {kind} such as "
+                           f"{_EXAMPLES[what]}", text.loc) from None
+
+
+_EXAMPLES = {
+    "rectangle": "{ PE[4, 5] }",
+    "placement": "{ S[i, j] -> PE[j//4, i//8] }",
+    "tensor relation": "{ x[i = 0:15] -> [PE[0, -1] -> index[i]] }",
+}
+
+
+def _fmt(name: str, coords: tuple[int, ...]) -> str:
+    return f"{name}[{', '.join(map(str, coords))}]"
+
+
+def _sample(s: isl.Set) -> tuple[int, ...]:
+    """The lexicographically smallest point: a witness that reads naturally and is stable."""
+    return point_coordinates(s.lexmin().sample_point(), int(s.dim(isl.dim_type.set)))
+
+
+def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
+    """Check every rule of the mapping spec against ``model``; raise :class:`MappingError`."""
+    width, height = _rectangle(spec.rectangle)
+    rect = box_set(PE, ["x", "y"], [width, height])
+    placement = _placement(spec.placement, model, rect)
+    streams: list[Stream] = []
+    resident: list[tuple[str, Direction]] = []
+    graph = model.graph
+    for tspec in spec.tensors:
+        try:
+            tensor = graph.tensor(tspec.tensor)
+        except KeyError:
+            known = ", ".join(t.name for t in graph.tensors if t.role != "internal")
+            raise MappingError(f"spec for unknown tensor '{tspec.tensor}'; the program's "
+                               f"inputs and outputs are {known}", tspec.loc) from None
+        if tensor.role == "internal":
+            raise MappingError(
+                f"'{tspec.tensor}' is internal to the program (defined by "
+                f"{graph.definer(tspec.tensor).name} and read by another statement); it "  # type: ignore[union-attr]
+                "takes no spec", tspec.loc)
+        if tensor.role != tspec.direction:
+            raise MappingError(
+                f"'{tspec.tensor}' is an {tensor.role} of the program but has an "
+                f"'{tspec.direction}' spec", tspec.loc)
+        if tspec.kind == "resident":
+            resident.append((tspec.tensor, tspec.direction))
+        else:
+            streams.append(_stream(tspec, model, rect, width, height))
+    for tensor in graph.tensors:
+        if tensor.role != "internal" and spec.spec(tensor.name) is None:
+            raise MappingError(
+                f"no spec for {tensor.role} tensor '{tensor.name}'; expected e.g. "
+                f"'{tensor.role} {tensor.name} resident' or a sparse/dense stream",
+                SourceLoc(spec.file, 1, 1))
+    return Mapping(width, height, placement, tuple(streams), tuple(resident), spec.file)
+
+
+def _rectangle(text: IslText) -> tuple[int, int]:
+    rect = _parse(isl.Set, text, "rectangle")
+    assert isinstance(rect, isl.Set)
+    if (rect.get_tuple_name() != PE or rect.dim(isl.dim_type.set) != 2
+            or rect.dim(isl.dim_type.param) != 0 or not rect.is_singleton()):
+        raise MappingError("the rectangle must be a single point PE[columns, rows], "
+                           "e.g. { PE[4, 5] }", text.loc)
+    width, height = _sample(rect)
+    if width < 1 or height < 1:
+        raise MappingError(f"the rectangle {_fmt(PE, (width, height))} is empty; expected "
+                           "positive numbers of columns and rows", text.loc)
+    return width, height
+
+
+def _placement(text: IslText, model: PolyModel, rect: isl.Set) -> tuple[tuple[str, isl.Map], ...]:
+    union = _parse(isl.UnionMap, text, "placement")
+    assert isinstance(union, isl.UnionMap)
+    if union.dim(isl.dim_type.param) != 0:
+        raise MappingError("the placement must not have parameters", text.loc)
+    names = [s.name for s in model.statements]
+    pieces: dict[str, isl.Map] = {}
+    maps = union.get_map_list()
+    for rel in (maps.get_at(k) for k in range(maps.n_map())):
+        name = rel.get_tuple_name(isl.dim_type.in_)
+        if name not in names:
+            raise MappingError(f"the placement names unknown statement '{name}'; statements "
+                               f"are {', '.join(names)}", text.loc)
+        if rel.get_tuple_name(isl.dim_type.out) != PE or rel.dim(isl.dim_type.out) != 2:
+            raise MappingError(f"the placement of '{name}' must map to PE[x, y]", text.loc)
+        pieces[name] = pieces[name].union(rel) if name in pieces else rel
+    result = []
+    for stmt in model.statements:
+        if stmt.name not in pieces:
+            raise MappingError(f"the placement does not place statement '{stmt.name}'",
+                               text.loc)
+        rel = pieces[stmt.name]
+        if rel.dim(isl.dim_type.in_) != stmt.domain.dim(isl.dim_type.set):
+            raise MappingError(
+                f"the placement gives '{stmt.name}' {rel.dim(isl.dim_type.in_)} dimensions; "
+                f"it has {stmt.domain.dim(isl.dim_type.set)}", text.loc)
+        rel = rel.intersect_domain(stmt.domain)
+        unplaced = stmt.domain.subtract(rel.domain())
+        if not unplaced.is_empty():
+            raise MappingError(f"the placement is not defined on every instance: "
+                               f"{_fmt(stmt.name, _sample(unplaced))} has no PE", text.loc)
+        if not rel.is_single_valued():
+            twice = rel.lexmax().subtract(rel.lexmin()).domain()
+            inst = _sample(twice)
+            at = isl.Set.from_point(_point(stmt.domain.get_space(), inst))
+            pes = [_sample(rel.lexmin().intersect_domain(at).range()),
+                   _sample(rel.lexmax().intersect_domain(at).range())]
+            raise MappingError(f"the placement is not a function: {_fmt(stmt.name, inst)} is "
+                               f"placed on {_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}", text.loc)
+        outside = rel.subtract_range(rect)
+        if not outside.is_empty():
+            inst = _sample(outside.domain())
+            at = isl.Set.from_point(_point(stmt.domain.get_space(), inst))
+            pe = _sample(outside.intersect_domain(at).range())
+            raise MappingError(f"{_fmt(stmt.name, inst)} is placed on {_fmt(PE, pe)}, outside "
+                               f"the rectangle {rect}", text.loc)
+        result.append((stmt.name, rel))
+    return tuple(result)
+
+
+def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
+    point = isl.Point.zero(space)
+    for k, value in enumerate(coords):
+        point = point.set_coordinate_val(isl.dim_type.set, k, isl.Val.int_from_si(CTX, value))
+    return point
+
+
+def border_ring(width: int, height: int) -> isl.Set:
+    """The PEs just outside the rectangle, next to one of its sides (corners excluded)."""
+    north = _pe_box(0, width - 1, -1, -1)
+    south = _pe_box(0, width - 1, height, height)
+    west = _pe_box(-1, -1, 0, height - 1)
+    east = _pe_box(width, width, 0, height - 1)
+    return north.union(south).union(west).union(east)
+
+
+def _pe_box(x0: int, x1: int, y0: int, y1: int) -> isl.Set:
+    box = isl.Set.universe(box_set(PE, ["x", "y"], [1, 1]).get_space())
+    for dim, (lo, hi) in enumerate([(x0, x1), (y0, y1)]):
+        box = box.lower_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, lo))
+        box = box.upper_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, hi))
+    return box
+
+
+def _stream(tspec: TensorSpec, model: PolyModel, rect: isl.Set, width: int, height: int
+            ) -> Stream:
+    assert tspec.relation is not None and tspec.kind != "resident"
+    loc = tspec.relation.loc
+    rel = _parse(isl.Map, tspec.relation, "tensor relation")
+    assert isinstance(rel, isl.Map)
+    name = tspec.tensor
+    shape = model.tensor_set(name)
+    if rel.get_tuple_name(isl.dim_type.in_) != name:
+        raise MappingError(f"the relation for '{name}' maps elements of "
+                           f"'{rel.get_tuple_name(isl.dim_type.in_)}'; expected {name}[...]", loc)
+    if rel.dim(isl.dim_type.in_) != shape.dim(isl.dim_type.set):
+        raise MappingError(f"the relation for '{name}' has {rel.dim(isl.dim_type.in_)} "
+                           f"dimensions; '{name}' has rank {shape.dim(isl.dim_type.set)}", loc)
+    if rel.dim(isl.dim_type.param) != 0:
+        raise MappingError(f"the relation for '{name}' must not have parameters", loc)
+    expected = f"expected {{ {name}[...] -> [PE[x, y] -> index[...]] }}"
+    if not rel.range_is_wrapping():
+        raise MappingError(f"the relation for '{name}' does not name an external PE; {expected}",
+                           loc)
+    pes, order = rel.range_factor_domain(), rel.range_factor_range()
+    if pes.get_tuple_name(isl.dim_type.out) != PE or pes.dim(isl.dim_type.out) != 2:
+        raise MappingError(f"the relation for '{name}' must go to PE[x, y]; {expected}", loc)
+    if order.get_tuple_name(isl.dim_type.out) != INDEX or order.dim(isl.dim_type.out) < 1:
+        raise MappingError(f"the relation for '{name}' must give an index[...] of at least one "
+                           f"dimension; {expected}", loc)
+    rel = rel.coalesce()
+    beyond = rel.domain().subtract(shape)
+    if not beyond.is_empty():
+        raise MappingError(f"the relation for '{name}' names {_fmt(name, _sample(beyond))}, "
+                           f"outside the shape of '{name}'", loc)
+    uncovered = shape.subtract(rel.domain())
+    if not uncovered.is_empty():
+        raise MappingError(f"the relation for '{name}' does not cover every element: "
+                           f"{_fmt(name, _sample(uncovered))} has no (PE, index)", loc)
+    if not rel.is_single_valued():
+        twice = rel.lexmax().subtract(rel.lexmin()).domain()
+        raise MappingError(f"the relation for '{name}' gives {_fmt(name, _sample(twice))} more "
+                           "than one (PE, index) pair; expected one", loc)
+    if not rel.is_injective():
+        rev = rel.reverse()
+        key = rev.lexmax().subtract(rev.lexmin()).domain().sample_point()
+        coords = point_coordinates(key, int(key.get_space().dim(isl.dim_type.set)))
+        pe, idx = coords[:2], coords[2:]
+        elems = rev.intersect_domain(isl.Set.from_point(key))
+        first, last = _sample(elems.lexmin().range()), _sample(elems.lexmax().range())
+        raise MappingError(
+            f"the relation for '{name}' gives {_fmt(name, first)} and {_fmt(name, last)} the same "
+            f"pair ({_fmt(PE, pe)}, {_fmt(INDEX, idx)}); each pair must name one element", loc)
+    ext = pes.range()
+    inside = ext.intersect(rect)
+    if not inside.is_empty():
+        raise MappingError(f"'{name}' {'arrives from' if tspec.direction == 'input' else 'goes to'}"
+                           f" {_fmt(PE, _sample(inside))}, inside the rectangle; external PEs "
+                           "lie outside it", loc)
+    far = ext.subtract(border_ring(width, height))
+    if not far.is_empty():
+        raise MappingError(f"'{name}' {'arrives from' if tspec.direction == 'input' else 'goes to'}"
+                           f" {_fmt(PE, _sample(far))}, which is not next to the rectangle "
+                           f"(columns 0..{width - 1}, rows 0..{height - 1})", loc)
+    return Stream(name, tspec.direction, tspec.kind, rel)
