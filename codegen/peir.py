@@ -1,0 +1,309 @@
+"""The PE program IR: what ``dtg-codegen`` emits and ``pesim`` executes.
+
+A :class:`PeModule` holds the I/O of the whole rectangle (which tensors enter and
+leave, on which colors, in which order) and one :class:`PeProgram` per class of PEs
+that run the same code. Programs are parametric in ``PE_X``/``PE_Y``, the PE's
+coordinates relative to the program's origin. The text form is printed by
+:mod:`codegen.peprint` and parsed by :mod:`pesim.parser`; ``docs/pecode.md`` describes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DTYPES = ("float16", "float32")
+PORTS = ("N", "S", "E", "W", "RAMP")
+MAX_SIMD_DIMS = 4
+MAX_SIMD_SIZE = 65535
+
+# ---------------------------------------------------------------- integer expressions
+
+
+@dataclass(frozen=True)
+class IConst:
+    value: int
+
+
+@dataclass(frozen=True)
+class IVar:
+    """``PE_X``, ``PE_Y``, ``index``, ``index_<k>``, a loop variable or a program ``int``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class IBin:
+    """Integer arithmetic; ``//`` and ``%`` round towards minus infinity (as in isl)."""
+
+    op: Literal["+", "-", "*", "//", "%", "min", "max"]
+    lhs: IExpr
+    rhs: IExpr
+
+
+@dataclass(frozen=True)
+class INeg:
+    operand: IExpr
+
+
+IExpr = IConst | IVar | IBin | INeg
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: Literal["==", "!=", "<", "<=", ">", ">="]
+    lhs: IExpr
+    rhs: IExpr
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: Literal["&&", "||"]
+    lhs: Cond
+    rhs: Cond
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Cond
+
+
+@dataclass(frozen=True)
+class BConst:
+    value: bool
+
+
+Cond = Cmp | BoolOp | Not | BConst
+
+# ------------------------------------------------------------------ value expressions
+
+
+@dataclass(frozen=True)
+class FConst:
+    value: float
+
+
+@dataclass(frozen=True)
+class FValue:
+    """The value carried by the wavelet that triggered the current data task."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """An element of a local array, ``a[i][j]``."""
+
+    array: str
+    index: tuple[IExpr, ...]
+
+
+@dataclass(frozen=True)
+class Recv:
+    """The next wavelet's value on a color delivered to the core (blocks until it arrives)."""
+
+    color: int
+
+
+@dataclass(frozen=True)
+class FBin:
+    op: Literal["+", "-", "*", "max"]
+    lhs: FExpr
+    rhs: FExpr
+
+
+@dataclass(frozen=True)
+class FNeg:
+    operand: FExpr
+
+
+FExpr = FConst | FValue | Load | Recv | FBin | FNeg
+
+# ------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Store:
+    """``a[i] = v;``, ``a[i] += v;`` or ``a[i] max= v;``."""
+
+    target: Load
+    op: Literal["=", "+=", "max="]
+    value: FExpr
+
+
+@dataclass(frozen=True)
+class SetInt:
+    """``n = e;`` or ``n += e;`` on a program-level ``int``."""
+
+    name: str
+    op: Literal["=", "+="]
+    value: IExpr
+
+
+@dataclass(frozen=True)
+class For:
+    """``for (v = lo; v <= hi; v++) { body }``; bounds are evaluated once on entry."""
+
+    var: str
+    lo: IExpr
+    hi: IExpr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Cond
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send a wavelet on a color: a value (dense) or a (value, index) pair (sparse)."""
+
+    color: int
+    value: FExpr
+    index: IExpr | None = None
+
+
+@dataclass(frozen=True)
+class SendEnd:
+    """Send an end-of-sequence mark on a color."""
+
+    color: int
+
+
+@dataclass(frozen=True)
+class Activate:
+    task: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """Invoke a SIMD configuration: base offsets of its array operands, an optional scalar,
+    and for a configuration with several size variants, the variant to select."""
+
+    config: str
+    bases: tuple[tuple[str, IExpr], ...]
+    scalar: FExpr | None = None
+    variant: IExpr | None = None
+
+
+Stmt = Store | SetInt | For | If | Send | SendEnd | Activate | Run
+
+# ------------------------------------------------------------------------ declarations
+
+
+@dataclass(frozen=True)
+class Array:
+    """A local array. Element ``a[l]`` holds global element ``tensor[l + offset]``.
+
+    ``load`` names an input tensor copied in before ``main`` (every element of the box
+    that lies inside the tensor, or only those of ``load_set`` when given); ``store``
+    names an output tensor whose elements in ``store_set`` are read back after the run.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: tuple[IExpr, ...] = ()
+    load: str | None = None
+    load_set: str | None = None
+    store: str | None = None
+    store_set: str | None = None
+
+
+@dataclass(frozen=True)
+class IntVar:
+    name: str
+    init: int = 0
+
+
+@dataclass(frozen=True)
+class Route:
+    """Wavelets of ``color`` arriving from ``source`` go to every port of ``targets``."""
+
+    color: int
+    source: str
+    targets: tuple[str, ...]
+    guard: Cond | None = None
+
+
+@dataclass(frozen=True)
+class SimdOperand:
+    """``array[stride · i]`` (base given at invocation), ``scalar``, ``in(c)`` or ``out(c)``."""
+
+    kind: Literal["array", "scalar", "in", "out"]
+    array: str | None = None
+    strides: tuple[int, ...] = ()
+    color: int | None = None
+
+
+@dataclass(frozen=True)
+class SimdConfig:
+    """One SIMD configuration (or a family of size variants), set up before ``main``.
+
+    ``op`` is fmac (dst += a*b), fmul, fadd, fsub, fmax (dst = a op b), copy (dst = a)
+    or fill (dst = scalar). Every variant shares the operand strides.
+    """
+
+    name: str
+    op: Literal["fmac", "fmul", "fadd", "fsub", "fmax", "copy", "fill"]
+    variants: tuple[tuple[int, ...], ...]
+    dst: SimdOperand
+    srcs: tuple[SimdOperand, ...]
+
+
+TaskKind = Literal["main", "data", "control", "local"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """``main`` runs first; ``data`` tasks run per wavelet on ``color`` (with ``value``
+    and, when ``sparse``, ``index``); ``control`` tasks run per end-of-sequence mark on
+    ``color``; ``local`` tasks run when activated."""
+
+    name: str
+    kind: TaskKind
+    body: tuple[Stmt, ...]
+    color: int | None = None
+    sparse: bool = False
+
+
+@dataclass(frozen=True)
+class PeProgram:
+    """The code of one class of PEs: ``pes`` is an isl set ``{ PE[x, y] : ... }`` in
+    coordinates relative to ``origin``; inside the program these are ``PE_X``, ``PE_Y``."""
+
+    name: str
+    origin: tuple[int, int]
+    pes: str
+    arrays: tuple[Array, ...] = ()
+    ints: tuple[IntVar, ...] = ()
+    routes: tuple[Route, ...] = ()
+    configs: tuple[SimdConfig, ...] = ()
+    tasks: tuple[Task, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamIO:
+    """A tensor entering (input) or leaving (output) the rectangle on ``color``;
+    ``relation`` is the mapping's isl text ``{ t[...] -> [PE[x, y] -> index[...]] }``
+    in absolute coordinates."""
+
+    direction: Literal["input", "output"]
+    tensor: str
+    kind: Literal["sparse", "dense"]
+    color: int
+    relation: str
+
+
+@dataclass(frozen=True)
+class PeModule:
+    """Everything pesim needs: the mesh, the I/O streams and the programs."""
+
+    name: str
+    width: int
+    height: int
+    reference: str | None = None
+    params: tuple[tuple[str, int | str], ...] = ()
+    streams: tuple[StreamIO, ...] = ()
+    programs: tuple[PeProgram, ...] = field(default=())
