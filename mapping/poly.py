@@ -1,0 +1,876 @@
+"""Polyhedral primitives of dtg-codegen, on islpy's public API.
+
+Everything here is parametric in the symbolic constants ``PE_X``/``PE_Y`` (the PE
+coordinates) and ``index_0``, ``index_1``, …, ``index`` (the index values of an
+arriving wavelet, innermost last), so that compile work never grows with the number
+of PEs.  The helpers follow the IMPACT 2020 paper (Verdoolaege et al.):
+
+* binding placements and tensor orders to those constants, and the task instance
+  sets of §5.1;
+* the local memory of §4.3 (eqs. (7)-(9));
+* the fixed-size box hull (isl's own algorithm; islpy's ``FixedBox`` has no
+  accessors, so we compute offset and size ourselves);
+* variable compression (Meister 2004; isl does not export it);
+* the rectangularity analysis of §5.1, the size enumeration of §5.4 and the
+  box-hull approximation with extra instances of §5.3.
+
+isl objects are only ever built through the API (spaces, constraints, affine
+expressions, bind/preimage/project); isl text is never formatted nor parsed here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, Self, TypeVar
+
+import islpy as isl
+
+from lair.diagnostics import CodegenError
+from mapping.hnf import column_hnf, inverse_unimodular, row_echelon, solve_lower_triangular
+
+__all__ = [
+    "INDEX",
+    "PE_NAMES",
+    "PE_X",
+    "PE_Y",
+    "BoxApproximation",
+    "Compression",
+    "ExtraWriteCheck",
+    "FixedSizeBox",
+    "LocalArray",
+    "Rectangularity",
+    "SizeEnumeration",
+    "accessed_elements",
+    "align_params",
+    "apply_inverse_access",
+    "approximate_by_box",
+    "bind_order",
+    "bind_pe_coordinates",
+    "bind_placement",
+    "bind_range",
+    "box_map",
+    "box_set",
+    "check_extra_writes",
+    "compress",
+    "elements_per_pe",
+    "enumerate_sizes",
+    "external_pes",
+    "global_to_local",
+    "index_constraints",
+    "index_names",
+    "index_params",
+    "is_index_name",
+    "local_array",
+    "multi_id",
+    "param_id",
+    "project_out_params",
+    "range_box_hull",
+    "rectangularity",
+    "rewrite_access",
+    "set_box_hull",
+    "task_instances",
+    "tensor_order",
+]
+
+PE_X = "PE_X"
+PE_Y = "PE_Y"
+PE_NAMES = (PE_X, PE_Y)
+INDEX = "index"
+
+_dt = isl.dim_type
+_INDEX_RE = re.compile(r"index(_\d+)?")
+
+
+# -------------------- names
+
+
+def index_names(n: int) -> tuple[str, ...]:
+    """Index constants of an ``n``-dimensional index space, innermost (``index``) last.
+
+    ``index[w, h]`` binds to ``(index_0, index)`` and a 3-D space to
+    ``(index_0, index_1, index)``, as in the paper's Examples 5.6 and 5.7.
+    """
+    if n < 0:
+        raise ValueError(f"negative index space dimension {n}")
+    if n == 0:
+        return ()
+    return (*(f"index_{k}" for k in range(n - 1)), INDEX)
+
+
+def is_index_name(name: str) -> bool:
+    return _INDEX_RE.fullmatch(name) is not None
+
+
+class _Parametric(Protocol):
+    def get_space(self) -> isl.Space: ...
+
+    def align_params(self, model: isl.Space) -> Self: ...
+
+
+_P = TypeVar("_P", bound=_Parametric)
+_Q = TypeVar("_Q", bound=_Parametric)
+
+
+def _param_names(obj: _Parametric) -> tuple[str, ...]:
+    space = obj.get_space()
+    return tuple(space.get_dim_name(_dt.param, k) or "" for k in range(space.dim(_dt.param)))
+
+
+def index_params(obj: _Parametric) -> tuple[str, ...]:
+    """The index constants among the parameters of ``obj``."""
+    return tuple(name for name in _param_names(obj) if is_index_name(name))
+
+
+def param_id(ctx: isl.Context, name: str) -> isl.Id:
+    """The canonical isl identifier ``name`` (no user data), equal to the parsed one."""
+    space = isl.Space.create_from_names(ctx, set=[], params=[name])
+    return space.get_dim_id(_dt.param, 0)
+
+
+def multi_id(space: isl.Space, names: Sequence[str]) -> isl.MultiId:
+    """Identifiers to bind the tuple ``space`` (a set space) to, one per dimension."""
+    if space.dim(_dt.set) != len(names):
+        raise CodegenError(
+            f"cannot bind a {space.dim(_dt.set)}-dimensional tuple to {len(names)} "
+            f"constants ({', '.join(names)})"
+        )
+    ctx = space.get_ctx()
+    ids = isl.IdList.alloc(ctx, len(names))
+    for name in names:
+        ids = ids.add(param_id(ctx, name))
+    return isl.MultiId.from_id_list(space, ids)
+
+
+def align_params(a: _P, b: _Q) -> tuple[_P, _Q]:
+    """``a`` and ``b`` over the union of their parameters (isl needs that to combine)."""
+    model = a.get_space().params().align_params(b.get_space().params())
+    return a.align_params(model), b.align_params(model)
+
+
+def project_out_params(obj: isl.Set, names: Sequence[str]) -> isl.Set:
+    """Project out the parameters ``names`` of ``obj`` that it has."""
+    space = obj.get_space()
+    ids = isl.IdList.alloc(obj.get_ctx(), len(names))
+    for name in names:
+        pos = space.find_dim_by_name(_dt.param, name)
+        if pos >= 0:
+            ids = ids.add(space.get_dim_id(_dt.param, pos))
+    if ids.n_id() == 0:
+        return obj
+    return obj.project_out_param_id_list(ids)
+
+
+# -------------------- binding
+
+
+def bind_range(rel: isl.Map, names: Sequence[str]) -> isl.Set:
+    """The domain of ``rel`` with its range tuple fixed to the constants ``names``."""
+    return rel.bind_range(multi_id(rel.get_space().range(), names))
+
+
+def _check_same_tuple(expected: isl.Space, got: isl.Space, what: str) -> None:
+    if expected.tuple_is_equal(_dt.set, got, _dt.set):
+        return
+    raise CodegenError(
+        f"{what}: expected elements of {_space_name(expected)}, got {_space_name(got)}"
+    )
+
+
+def _space_name(space: isl.Space) -> str:
+    name = space.get_tuple_name(_dt.set) if space.has_tuple_name(_dt.set) else None
+    return f"{name or ''}[{space.dim(_dt.set)} dims]"
+
+
+def bind_placement(placement: isl.Map, domain: isl.Set | None = None) -> isl.Set:
+    """Instances run by the PE ``(PE_X, PE_Y)``: the placement's range bound (eq. (11))."""
+    if placement.dim(_dt.out) != 2:
+        raise CodegenError(
+            f"a placement must map to PE[x, y], not to {placement.dim(_dt.out)} coordinates"
+        )
+    if domain is not None:
+        _check_same_tuple(placement.get_space().domain(), domain.get_space(), "placement")
+        placement, domain = align_params(placement, domain)
+        placement = placement.intersect_domain(domain)
+    return bind_range(placement, PE_NAMES)
+
+
+def tensor_order(spec: isl.Map) -> isl.Map:
+    """The order ``{ x[i] -> index[i] }`` of a spec ``{ x[i] -> [PE[0, -1] -> index[i]] }``."""
+    if not spec.range_is_wrapping():
+        raise CodegenError("a tensor spec must map elements to [PE[...] -> index[...]]")
+    return spec.range_factor_range()
+
+
+def external_pes(spec: isl.Map) -> isl.Map:
+    """The external PEs ``{ x[i] -> PE[0, -1] }`` of a tensor spec."""
+    if not spec.range_is_wrapping():
+        raise CodegenError("a tensor spec must map elements to [PE[...] -> index[...]]")
+    return spec.range_factor_domain()
+
+
+def bind_order(order: isl.Map) -> isl.Set:
+    """Tensor elements arriving with the index constants (``{ x[index] : … }``)."""
+    return bind_range(order, index_names(order.dim(_dt.out)))
+
+
+def apply_inverse_access(elements: isl.Set, access: isl.Map) -> isl.Set:
+    """Statement instances that access any of ``elements``."""
+    _check_same_tuple(access.get_space().range(), elements.get_space(), "access relation")
+    elements, access = align_params(elements, access)
+    return elements.apply(access.reverse())
+
+
+def index_constraints(order: isl.Map, access: isl.Map) -> isl.Set:
+    """Instances touching the element that arrives with the index constants."""
+    return apply_inverse_access(bind_order(order), access)
+
+
+def task_instances(domain: isl.Set, placement: isl.Map, order: isl.Map, access: isl.Map) -> isl.Set:
+    """Instance set of the task reacting to an arriving wavelet (§5.1, Example 5.1).
+
+    The placement's range is bound to the PE coordinates (after intersecting with the
+    statement's ``domain``) and intersected with the index constraints obtained by
+    binding the range of the tensor ``order`` and applying the inverse ``access``.
+    """
+    _check_same_tuple(domain.get_space(), access.get_space().domain(), "access relation")
+    on_pe = bind_placement(placement, domain)
+    on_pe, at_index = align_params(on_pe, index_constraints(order, access))
+    return on_pe.intersect(at_index)
+
+
+# -------------------- isl building blocks
+
+
+def _val(ctx: isl.Context, value: int) -> isl.Val:
+    return isl.Val.int_from_si(ctx, value)
+
+
+def _int(val: isl.Val) -> int:
+    value = val.to_python()
+    if not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {val}")
+    return value
+
+
+def _var(space: isl.Space, pos: int) -> isl.Aff:
+    """The affine expression ``x_pos`` on the set space ``space``."""
+    return isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), _dt.set, pos)
+
+
+def _zero(space: isl.Space) -> isl.Aff:
+    return isl.Aff.zero_on_domain(isl.LocalSpace.from_space(space))
+
+
+def _multi_aff(space: isl.Space, affs: Sequence[isl.Aff]) -> isl.MultiAff:
+    """The multi-affine expression with components ``affs`` in the map space ``space``."""
+    if not affs:
+        return isl.MultiAff.zero(space)
+    lst = isl.AffList.alloc(space.get_ctx(), len(affs))
+    for aff in affs:
+        lst = lst.add(aff)
+    return isl.MultiAff.from_aff_list(space, lst)
+
+
+def _constraints(bset: isl.BasicSet) -> list[isl.Constraint]:
+    found: list[isl.Constraint] = []
+    bset.foreach_constraint(found.append)
+    return found
+
+
+def _set_space(like: isl.Space, n: int, prefix: str = "i") -> isl.Space:
+    """An anonymous set space of ``n`` dimensions over the parameters of ``like``."""
+    space = like.params().set_from_params().add_dims(_dt.set, n)
+    for k in range(n):
+        space = space.set_dim_name(_dt.set, k, f"{prefix}{k}")
+    return space
+
+
+def _zero_based_box(space: isl.Space, size: Sequence[int]) -> isl.Set:
+    """``{ x : 0 <= x < size }`` in the set space ``space``."""
+    box = isl.Set.universe(space)
+    for d, extent in enumerate(size):
+        var = _var(space, d)
+        box = box.add_constraint(isl.Constraint.inequality_from_aff(var))
+        upper = var.neg().add_constant_val(_val(space.get_ctx(), extent - 1))
+        box = box.add_constraint(isl.Constraint.inequality_from_aff(upper))
+    return box
+
+
+# -------------------- fixed-size box hull
+
+
+@dataclass(frozen=True)
+class FixedSizeBox:
+    """A box ``offset <= x < offset + size`` with a purely affine offset.
+
+    For the range of a relation ``D -> R`` the offset is a ``MultiAff`` ``D -> R``
+    (over the parameters too); for a set it lives on the parameters only.
+    """
+
+    offset: isl.MultiAff
+    size: tuple[int, ...]
+
+    @property
+    def is_set_box(self) -> bool:
+        """Whether this is the box of a set (offset on the parameters only)."""
+        return self.offset.get_domain_space().is_params()
+
+
+def _embed_domain(space: isl.Space, wrapped: isl.Space) -> isl.MultiAff:
+    """``D -> [D -> [0]]`` for the map space ``space = D -> R1`` (``wrapped`` its wrap)."""
+    domain = space.domain()
+    n_in = space.dim(_dt.in_)
+    affs = [_var(domain, j) for j in range(n_in)] + [_zero(domain)]
+    return _multi_aff(isl.Space.map_from_domain_and_range(domain, wrapped), affs)
+
+
+def _unstride(proj: isl.Map, shift: isl.Aff, stride: int) -> isl.Map:
+    """``{ D -> [i'] : (D -> shift(D) + stride·i') in proj }``."""
+    space = proj.get_space()
+    wrapped = space.wrap()
+    n_in = space.dim(_dt.in_)
+    shift_w = shift.pullback_multi_aff(isl.MultiAff.domain_map(space))
+    last = shift_w.add(_var(wrapped, n_in).scale_val(_val(proj.get_ctx(), stride)))
+    affs = [_var(wrapped, j) for j in range(n_in)] + [last]
+    substitution = _multi_aff(isl.Space.map_from_set(wrapped), affs)
+    return proj.wrap().preimage_multi_aff(substitution).unwrap()
+
+
+def _smallest_extent(work: isl.Map) -> tuple[int, isl.Aff] | None:
+    """Smallest size over the lower bounds of the simple hull, with its offset."""
+    n_in = work.dim(_dt.in_)
+    hull = work.simple_hull().wrap()
+    candidates = hull.remove_unknown_divs().remove_divs_involving_dims(_dt.set, n_in, 1)
+    var = _var(hull.get_space(), n_in)
+    best: tuple[int, isl.Aff] | None = None
+    for constraint in _constraints(candidates):
+        if not constraint.is_lower_bound(_dt.set, n_in):
+            continue
+        if constraint.involves_dims(_dt.div, 0, constraint.dim(_dt.div)):
+            continue
+        lower = constraint.get_bound(_dt.set, n_in).ceil()
+        if lower.involves_locals():
+            continue  # ceil(b/m) is quasi-affine: the offset must be purely affine
+        extent = hull.max_val(var.sub(lower))
+        if not extent.is_int():
+            continue
+        size = _int(extent) + 1
+        if best is None or size < best[0]:
+            best = (size, lower)
+    if best is None:
+        return None
+    size, lower = best
+    return size, lower.pullback_multi_aff(_embed_domain(work.get_space(), hull.get_space()))
+
+
+def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
+    """Offset (affine in the domain) and size of the single output of ``proj``.
+
+    On a stride lattice ``i = f + s·i'`` the bounds on ``i'`` are tried first, as
+    isl does; their ``ceil`` is often quasi-affine, though, so the bounds on ``i``
+    itself are tried as well and the smaller size wins (the strided one on ties).
+    """
+    info = proj.get_range_stride_info(0)
+    stride = _int(info.get_stride())
+    shift = info.get_offset()
+    best: tuple[int, isl.Aff] | None = None
+    if stride > 1 and not shift.involves_locals():
+        found = _smallest_extent(_unstride(proj, shift, stride))
+        if found is not None:
+            size, offset = found
+            offset = shift.add(offset.scale_val(_val(proj.get_ctx(), stride)))
+            best = (stride * (size - 1) + 1, offset)
+    found = _smallest_extent(proj)
+    if found is not None and (best is None or found[0] < best[0]):
+        best = found
+    if best is None:
+        return None
+    return best[1], best[0]
+
+
+def range_box_hull(rel: isl.Map) -> FixedSizeBox | None:
+    """Fixed-size box hull of the range of ``rel`` (isl's algorithm; DESIGN §8).
+
+    Per output dimension: project out the other outputs, work on the stride lattice
+    if there is one, and try every lower bound ``m·i >= b`` of the simple hull as
+    offset ``ceil(b/m)``, keeping the smallest finite size (the first on ties).
+    ``None`` when some dimension has no finite size with a purely affine offset.
+    """
+    n_out = rel.dim(_dt.out)
+    rel = rel.detect_equalities()
+    offsets: list[isl.Aff] = []
+    sizes: list[int] = []
+    for pos in range(n_out):
+        proj = rel.project_out(_dt.out, pos + 1, n_out - pos - 1).project_out(_dt.out, 0, pos)
+        extent = _dim_extent(proj)
+        if extent is None:
+            return None
+        offsets.append(extent[0])
+        sizes.append(extent[1])
+    return FixedSizeBox(_multi_aff(rel.get_space(), offsets), tuple(sizes))
+
+
+def set_box_hull(s: isl.Set) -> FixedSizeBox | None:
+    """Fixed-size box hull of a set; the offset depends on the parameters only."""
+    box = range_box_hull(isl.Map.from_range(s))
+    if box is None:
+        return None
+    return FixedSizeBox(box.offset.project_domain_on_params(), box.size)
+
+
+def box_map(box: FixedSizeBox) -> isl.Map:
+    """The relation ``{ D -> R : offset(D) <= R < offset(D) + size }`` of a range box."""
+    space = box.offset.get_space()
+    if box.is_set_box:
+        raise ValueError("box_map needs the box of a relation; use box_set for a set box")
+    diff = isl.MultiAff.range_map(space).sub(
+        box.offset.pullback_multi_aff(isl.MultiAff.domain_map(space))
+    )
+    return _zero_based_box(space.range(), box.size).preimage_multi_aff(diff).unwrap()
+
+
+def box_set(box: FixedSizeBox, context: isl.Set | None = None) -> isl.Set:
+    """The set ``{ x : offset <= x < offset + size }`` of a set box (within ``context``)."""
+    if not box.is_set_box:
+        raise ValueError("box_set needs the box of a set; use box_map for a relation box")
+    space = box.offset.get_space().range()
+    diff = isl.MultiAff.identity_on_domain_space(space).sub(box.offset.insert_domain(space))
+    result = _zero_based_box(space, box.size).preimage_multi_aff(diff)
+    if context is None:
+        return result
+    result, context = align_params(result, context)
+    return result.intersect_params(context)
+
+
+# -------------------- local memory (§4.3)
+
+
+def elements_per_pe(placement: isl.Map, access: isl.Map, domain: isl.Set | None = None) -> isl.Map:
+    """``PE -> tensor`` elements accessed on each PE (eq. (7))."""
+    _check_same_tuple(placement.get_space().domain(), access.get_space().domain(), "access")
+    if domain is not None:
+        placement, domain = align_params(placement, domain)
+        placement = placement.intersect_domain(domain)
+    placement, access = align_params(placement, access)
+    return placement.reverse().apply_range(access)
+
+
+def global_to_local(box: FixedSizeBox, local_name: str) -> isl.MultiAff:
+    """``[PE -> x] -> x_local[x - offset(PE)]`` (eq. (8)) for the box of eq. (7)."""
+    if box.is_set_box:
+        raise ValueError("global_to_local needs the box of a PE -> tensor relation")
+    space = box.offset.get_space()
+    shifted = isl.MultiAff.range_map(space).sub(
+        box.offset.pullback_multi_aff(isl.MultiAff.domain_map(space))
+    )
+    return shifted.set_tuple_name(_dt.out, local_name)
+
+
+def bind_pe_coordinates(to_local: isl.MultiAff) -> isl.MultiAff:
+    """Eq. (9): the PE part of the wrapped domain of eq. (8) bound to ``PE_X``/``PE_Y``."""
+    domain = to_local.get_domain_space()
+    if not domain.is_wrapping():
+        raise ValueError("expected a map with a [PE -> tensor] domain")
+    pe_space = domain.unwrap().domain()
+    return to_local.bind_domain_wrapped_domain(multi_id(pe_space, PE_NAMES))
+
+
+@dataclass(frozen=True)
+class LocalArray:
+    """Local array of a tensor: accessed elements per PE, box and global-to-local maps."""
+
+    name: str
+    per_pe: isl.Map  # eq. (7)
+    box: FixedSizeBox
+    to_local: isl.MultiAff  # eq. (8)
+    to_local_bound: isl.MultiAff  # eq. (9)
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return self.box.size
+
+
+def local_array(per_pe: isl.Map, local_name: str) -> LocalArray | None:
+    """Allocate the local array ``local_name`` for ``per_pe`` (eq. (7)); ``None``: no box."""
+    box = range_box_hull(per_pe)
+    if box is None:
+        return None
+    to_local = global_to_local(box, local_name)
+    return LocalArray(local_name, per_pe, box, to_local, bind_pe_coordinates(to_local))
+
+
+# -------------------- variable compression
+
+
+@dataclass(frozen=True)
+class Compression:
+    """Variable compression of a set ``S``.
+
+    ``map`` takes the compressed coordinates ``[i0, i1, …]`` (over the parameters) to
+    the original tuple and is a bijection from the integer points of ``compressed``
+    onto those of ``S``; ``inverse`` goes back, read off the unimodular matrix of the
+    map (quasi-affine only when existentially quantified variables were lifted, and
+    exact on ``S``).  ``lifted`` counts those variables: with them, the compressed
+    set may keep a coordinate fixed by the parameters, as in the paper's eq. (34).
+    """
+
+    map: isl.MultiAff
+    compressed: isl.Set
+    inverse: isl.MultiAff
+    lifted: int = 0
+
+    @property
+    def dim(self) -> int:
+        return self.compressed.dim(_dt.set)
+
+    def as_map(self) -> isl.Map:
+        return isl.Map.from_multi_aff(self.map)
+
+
+def _involves_set_dims(aff: isl.Aff, n: int) -> bool:
+    return aff.involves_dims(_dt.in_, 0, n)
+
+
+def _equality_system(
+    hull: isl.BasicSet, n: int
+) -> tuple[list[int], list[list[int]], list[isl.Aff]]:
+    """Equalities of ``hull`` as ``M·u = C(p)`` over the unknowns ``u = [x, e]``.
+
+    ``e`` are the existentially quantified variables (divs) that appear in an
+    equality and depend on the set variables: as isl does, they are lifted into
+    unknowns.  Divs on the parameters only stay in ``C(p)``.
+    Returns the lifted div positions, the rows of ``M`` and the affine ``C``.
+    """
+    space = hull.get_space()
+    n_div = hull.dim(_dt.div)
+    n_param = hull.dim(_dt.param)
+    divs = [hull.get_div(k) for k in range(n_div)]
+    equalities = [c for c in _constraints(hull) if c.is_equality()]
+    lifted = [
+        k
+        for k in range(n_div)
+        if _involves_set_dims(divs[k], n)
+        and any(not c.get_coefficient_val(_dt.div, k).is_zero() for c in equalities)
+    ]
+    rows: list[list[int]] = []
+    rhs: list[isl.Aff] = []
+    for c in equalities:
+        row = [_int(c.get_coefficient_val(_dt.set, j)) for j in range(n)]
+        row += [_int(c.get_coefficient_val(_dt.div, k)) for k in lifted]
+        if not any(row):
+            continue  # a constraint on the parameters only
+        rest = _zero(space).add_constant_val(c.get_constant_val())
+        for p in range(n_param):
+            rest = rest.set_coefficient_val(_dt.param, p, c.get_coefficient_val(_dt.param, p))
+        for k in range(n_div):
+            coefficient = c.get_coefficient_val(_dt.div, k)
+            if k not in lifted and not coefficient.is_zero():
+                rest = rest.add(divs[k].floor().scale_val(coefficient))
+        rows.append(row)
+        rhs.append(rest.neg())
+    return lifted, rows, rhs
+
+
+def _combine(coefficients: Sequence[int], affs: Sequence[isl.Aff], zero: isl.Aff) -> isl.Aff:
+    result = zero
+    for coefficient, aff in zip(coefficients, affs, strict=True):
+        if coefficient:
+            result = result.add(aff.scale_val(_val(zero.get_ctx(), coefficient)))
+    return result
+
+
+def compress(s: isl.Set) -> Compression:
+    """Variable compression (Meister 2004) of ``s``, as used in §5.2.
+
+    With the affine hull's equalities ``M·u = C(p)`` (``u`` the set variables plus
+    lifted existentials), a column Hermite form ``M·U = [H 0]`` gives
+    ``u = U1·H⁻¹·C(p) + U2·i``, which runs exactly over the integer points of the
+    hull's lattice; the compressed set is the preimage of ``s``.
+    """
+    space = s.get_space()
+    ctx = s.get_ctx()
+    n = s.dim(_dt.set)
+    if s.is_empty():
+        q = _set_space(space, 0)
+        return Compression(
+            map=isl.MultiAff.zero(isl.Space.map_from_domain_and_range(q, space)),
+            compressed=isl.Set.empty(q),
+            inverse=isl.MultiAff.zero(isl.Space.map_from_domain_and_range(space, q)),
+        )
+    hull = s.affine_hull().remove_unknown_divs()
+    lifted, rows, rhs = _equality_system(hull, n)
+    n_unknowns = n + len(lifted)
+
+    echelon, transform = row_echelon(rows, n_unknowns)
+    zero_t = _zero(space)
+    independent = [k for k, row in enumerate(echelon) if any(row)]
+    m = [list(echelon[k]) for k in independent]
+    c = [_combine(transform[k], rhs, zero_t) for k in independent]
+    form = column_hnf(m, n_unknowns)
+    rank = form.rank
+    h_inverse = solve_lower_triangular([row[:rank] for row in form.h])
+
+    q = _set_space(space, n_unknowns - rank)
+    to_q = isl.MultiAff.zero(isl.Space.map_from_domain_and_range(q, space))
+    c_q = [aff.pullback_multi_aff(to_q) for aff in c]
+    zero_q = _zero(q)
+    particular: list[isl.Aff] = []
+    for k in range(rank):
+        denominator = math.lcm(*(f.denominator for f in h_inverse[k]))
+        numerators = [int(f * denominator) for f in h_inverse[k]]
+        y = _combine(numerators, c_q, zero_q)
+        if denominator != 1:
+            # exact on the parameters where s is non-empty: C(p) lies in H·Z^rank there
+            y = y.scale_down_val(_val(ctx, denominator)).floor()
+        particular.append(y)
+    free = [_var(q, k) for k in range(n_unknowns - rank)]
+    unknowns = [_combine(form.u[j], [*particular, *free], zero_q) for j in range(n_unknowns)]
+
+    flat = _set_space(space, n_unknowns, "u")
+    full = _multi_aff(isl.Space.map_from_domain_and_range(q, flat), unknowns)
+    div_values = [hull.get_div(k).floor() for k in lifted]
+    lift = _multi_aff(
+        isl.Space.map_from_domain_and_range(space, flat),
+        [_var(space, j) for j in range(n)] + div_values,
+    )
+    compressed = s.apply(isl.Map.from_multi_aff(lift)).preimage_multi_aff(full)
+    mapping = _multi_aff(isl.Space.map_from_domain_and_range(q, space), unknowns[:n])
+
+    u_inverse = inverse_unimodular(form.u)
+    originals = [_var(space, j) for j in range(n)] + div_values
+    inverse = _multi_aff(
+        isl.Space.map_from_domain_and_range(space, q),
+        [_combine(u_inverse[rank + k], originals, zero_t) for k in range(n_unknowns - rank)],
+    )
+    return Compression(mapping, compressed, inverse, lifted=len(lifted))
+
+
+def rewrite_access(access: isl.Map, compression: Compression) -> isl.Map:
+    """An access of the original instances in terms of the compressed ones (eq. (26))."""
+    _check_same_tuple(compression.map.get_space().range(), access.get_space().domain(), "access")
+    access, ma = align_params(access, compression.map)
+    return access.preimage_domain_multi_aff(ma)
+
+
+# -------------------- rectangularity (§5.1)
+
+
+@dataclass(frozen=True)
+class Rectangularity:
+    """Per-dimension extremes of a set and whether it is a dense box of fixed size.
+
+    ``minimum``/``maximum``/``size`` are multi piecewise quasi-affine expressions of
+    the parameters in the set's space; ``size`` is simplified (gist) with respect to
+    ``context``, the known constraints on the parameters (where the set is non-empty).
+    ``sizes`` is the set of size vectors per parameter value (exact, not simplified).
+    """
+
+    minimum: isl.MultiPwAff
+    maximum: isl.MultiPwAff
+    size: isl.MultiPwAff
+    sizes: isl.Set
+    box: isl.Set
+    context: isl.Set
+    dense: bool
+    fixed: bool
+    constant_size: tuple[int, ...] | None
+
+    @property
+    def rectangular(self) -> bool:
+        """Dense box whose size does not depend on the index constants."""
+        return self.dense and self.fixed
+
+
+def _multi_pw_aff(space: isl.Space, pas: Sequence[isl.PwAff]) -> isl.MultiPwAff:
+    if not pas:
+        return isl.MultiPwAff.zero(space)
+    lst = isl.PwAffList.alloc(space.get_ctx(), len(pas))
+    for pa in pas:
+        lst = lst.add(pa)
+    return isl.MultiPwAff.from_pw_aff_list(space, lst)
+
+
+def _single_point(s: isl.Set) -> tuple[int, ...] | None:
+    """The coordinates of ``s`` if it is a single point (no parameters)."""
+    if s.is_empty() or not s.lexmin().is_equal(s):
+        return None
+    point = s.sample_point()
+    return tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(s.dim(_dt.set)))
+
+
+def rectangularity(s: isl.Set, index: Sequence[str] | None = None) -> Rectangularity:
+    """Rectangularity analysis of §5.1 by parametric integer programming.
+
+    The box between the per-dimension minima and maxima is dense when it is a subset
+    of ``s``; its size is fixed when it does not depend on the index constants
+    ``index`` (default: all ``index*`` parameters), while it may depend on the PE.
+    """
+    space = s.get_space()
+    n = s.dim(_dt.set)
+    index = index_params(s) if index is None else tuple(index)
+    context = s.params()
+    minima = [s.dim_min(d) for d in range(n)]
+    maxima = [s.dim_max(d) for d in range(n)]
+
+    box = isl.Set.universe(space).intersect_params(context)
+    ls = isl.LocalSpace.from_space(space)
+    for d in range(n):
+        var = isl.PwAff.var_on_domain(ls, _dt.set, d)
+        box = box.intersect(var.ge_set(minima[d].insert_domain(space)))
+        box = box.intersect(var.le_set(maxima[d].insert_domain(space)))
+    dense = box.is_subset(s)
+
+    one = _val(s.get_ctx(), 1)
+    exact = [hi.sub(lo).add_constant_val(one) for lo, hi in zip(minima, maxima, strict=True)]
+    sizes = isl.Set.from_multi_pw_aff(_multi_pw_aff(space, exact)).intersect_params(context)
+    sizes = sizes.coalesce()
+    per_pe = project_out_params(sizes, index)
+    fixed = per_pe.is_empty() or per_pe.lexmin().is_equal(per_pe)
+    constant = _single_point(sizes.project_out_all_params()) if fixed else None
+    return Rectangularity(
+        minimum=_multi_pw_aff(space, minima),
+        maximum=_multi_pw_aff(space, maxima),
+        size=_multi_pw_aff(space, [pa.gist_params(context) for pa in exact]),
+        sizes=sizes,
+        box=box,
+        context=context,
+        dense=dense,
+        fixed=fixed,
+        constant_size=constant,
+    )
+
+
+# -------------------- size enumeration (§5.4)
+
+
+@dataclass(frozen=True)
+class SizeEnumeration:
+    """SIMD configurations for the possible sizes of an instance set (§5.4).
+
+    ``sizes`` is the set of sizes over all index values (eq. (42)), ``box`` its
+    fixed-size box hull, ``identifiers`` the sizes minus the box offset with the PE
+    coordinates projected out (eq. (43)).  ``entries`` pairs every identifier with the
+    size it stands for (offset + identifier, possibly depending on the PE).
+    """
+
+    sizes: isl.Set
+    box: FixedSizeBox
+    identifiers: isl.Set
+    entries: tuple[tuple[tuple[int, ...], isl.MultiAff], ...]
+
+    def size_of(self, identifier: Sequence[int]) -> isl.MultiAff:
+        for key, size in self.entries:
+            if key == tuple(identifier):
+                return size
+        raise KeyError(tuple(identifier))
+
+
+def _points(s: isl.Set) -> list[tuple[int, ...]]:
+    found: list[tuple[int, ...]] = []
+    n = s.dim(_dt.set)
+
+    def record(point: isl.Point) -> None:
+        found.append(tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(n)))
+
+    s.foreach_point(record)
+    return sorted(found)
+
+
+def enumerate_sizes(
+    sizes: isl.Set, index: Sequence[str] | None = None, pe: Sequence[str] = PE_NAMES
+) -> SizeEnumeration | None:
+    """Enumerate the sizes of ``sizes`` (one size vector per parameter value).
+
+    ``None`` when the sizes over all index values have no fixed-size box hull.
+    """
+    index = index_params(sizes) if index is None else tuple(index)
+    over_index = project_out_params(sizes, index).coalesce()
+    box = set_box_hull(over_index)
+    if box is None:
+        return None
+    space = over_index.get_space()
+    shift = isl.MultiAff.identity_on_domain_space(space).add(box.offset.insert_domain(space))
+    shifted = over_index.preimage_multi_aff(shift)
+    identifiers = project_out_params(shifted, pe).project_out_all_params().coalesce()
+    entries = tuple((point, _shifted_offset(box.offset, point)) for point in _points(identifiers))
+    return SizeEnumeration(over_index, box, identifiers, entries)
+
+
+def _shifted_offset(offset: isl.MultiAff, point: Sequence[int]) -> isl.MultiAff:
+    ctx = offset.get_ctx()
+    affs = [offset.get_at(d).add_constant_val(_val(ctx, value)) for d, value in enumerate(point)]
+    return _multi_aff(offset.get_space(), affs)
+
+
+# -------------------- box approximation (§5.3)
+
+
+@dataclass(frozen=True)
+class BoxApproximation:
+    """Instance set widened to its fixed-size box hull (eq. (35)) and the extras (eq. (36))."""
+
+    box: FixedSizeBox
+    approximated: isl.Set
+    extra: isl.Set
+
+    @property
+    def exact(self) -> bool:
+        return self.extra.is_empty()
+
+
+def approximate_by_box(instances: isl.Set) -> BoxApproximation | None:
+    """Box-hull approximation of §5.3; ``None`` when there is no fixed-size box."""
+    box = set_box_hull(instances)
+    if box is None:
+        return None
+    approximated = box_set(box, instances.params())
+    approximated, instances = align_params(approximated, instances)
+    return BoxApproximation(box, approximated, approximated.subtract(instances).coalesce())
+
+
+def accessed_elements(
+    instances: isl.Set, access: isl.Map, project_out: Sequence[str] = ()
+) -> isl.Set:
+    """Elements ``access`` touches from ``instances``, with the constants ``project_out``
+    projected out (e.g. the index constants: over all invocations, eqs. (38)-(41))."""
+    _check_same_tuple(access.get_space().domain(), instances.get_space(), "access")
+    instances, access = align_params(instances, access)
+    return project_out_params(instances.apply(access), project_out).coalesce()
+
+
+@dataclass(frozen=True)
+class ExtraWriteCheck:
+    """Elements written by the proper (eq. (40)) and extra (eq. (41)) instances."""
+
+    proper: isl.Set
+    extra: isl.Set
+
+    @property
+    def conflicts(self) -> isl.Set:
+        proper, extra = align_params(self.proper, self.extra)
+        return proper.intersect(extra)
+
+    @property
+    def disjoint(self) -> bool:
+        return self.conflicts.is_empty()
+
+
+def check_extra_writes(
+    instances: isl.Set,
+    extra: isl.Set,
+    write: isl.Map,
+    index: Sequence[str] | None = None,
+) -> ExtraWriteCheck:
+    """Do the extra instances leave the elements written by proper instances alone?
+
+    Compared per PE over all invocations: the index constants are projected out.
+    """
+    if index is None:
+        index = tuple(sorted({*index_params(instances), *index_params(extra)}))
+    return ExtraWriteCheck(
+        proper=accessed_elements(instances, write, index),
+        extra=accessed_elements(extra, write, index),
+    )
