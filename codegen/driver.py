@@ -1,27 +1,31 @@
 """``dtg-codegen``: the compiler driver. Each stage is named; ``--emit`` stops there.
 
-Stages so far: ``ast`` (the specialized LAIR program), ``isl`` (instance sets and
-access relations), ``mapping`` (the validated mapping). Later stages (tasks, memory,
-simd, code) are not implemented yet and are not offered.
+Stages: ``ast`` (the specialized LAIR program), ``isl`` (instance sets and access
+relations), ``mapping`` (the validated mapping), ``tasks`` (the task graph of §4.2),
+``memory`` (local arrays, §4.3), ``simd`` (the SIMD decision of every task, §5) and
+``code`` (the PE module, the default).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from codegen import peprint
+from codegen.pipeline import STAGES, Compilation, compile_mapping
+from codegen.report import compile_report
 from lair.diagnostics import DtgError, InputError
 from lair.frontend import Program, load_program
 from lair.printer import format_module
 from lair.specialize import Binding, parse_param
 from mapping.spec import parse_mapping_file
 from mapping.validate import Mapping, validate_mapping
-
-STAGES = ("ast", "isl", "mapping")
-NEEDS_MAPPING = {"mapping"}
 
 
 class UsageError(DtgError):
@@ -36,8 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dtg-codegen",
-        description="Compile a LAIR program and a mapping into per-PE code (stages so far: "
-                    + ", ".join(STAGES) + ").",
+        description="Compile a LAIR program and a mapping into per-PE code.",
     )
     parser.add_argument("program", help="the .lair file")
     parser.add_argument("-m", "--mapping", metavar="MAP",
@@ -46,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bind a size or type parameter, e.g. --param M=32 (repeatable)")
     parser.add_argument("--emit", choices=STAGES, default=STAGES[-1],
                         help="stop after this stage and print its result (default: %(default)s)")
+    parser.add_argument("-o", "--output", metavar="OUTDIR",
+                        help="write the PE module to OUTDIR/<program>.pe instead of printing it")
+    parser.add_argument("--no-simd", action="store_true",
+                        help="generate scalar loops only (no SIMD instructions)")
+    parser.add_argument("--report", metavar="FILE.json",
+                        help="write the compile report (tasks, SIMD decisions, memory) as JSON")
     return parser
 
 
@@ -62,23 +71,79 @@ def load_mapping(program: Program, program_path: str | Path, mapping_path: str |
     return validate_mapping(parse_mapping_file(path), program.model)
 
 
-def compile_to(stage: str, program_path: str, mapping_path: str | None,
-               params: dict[str, Binding]) -> str:
-    """Run the pipeline up to ``stage`` and return that stage's printed form."""
+def compile_file(program_path: str | Path, mapping_path: str | None = None,
+                 params: dict[str, Binding] | None = None, *, stop: str = "code",
+                 simd: bool = True, outdir: str | Path | None = None) -> Compilation:
+    """Front end and back end of one program, as ``dtg-codegen`` runs them."""
+    params = params or {}
     program = load_program(program_path, params)
-    if stage == "ast":
-        return format_module(program.specialized)
-    if stage == "isl":
-        return program.model.format()
     mapping = load_mapping(program, program_path, mapping_path)
-    return mapping.format()
+    here = Path(outdir) if outdir is not None else Path(program_path).parent
+    reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
+    return compile_mapping(program, mapping, stop=stop, simd=simd,
+                           name=Path(program_path).stem, reference=reference,
+                           params=tuple(params.items()))
+
+
+def _stage_text(stage: str, c: Compilation) -> str:
+    if stage == "mapping":
+        return c.mapping.format()
+    if stage == "tasks":
+        assert c.tasks is not None
+        return c.tasks.format()
+    if stage == "memory":
+        assert c.memory is not None
+        return c.memory.format()
+    if stage == "simd":
+        lines = []
+        for task, d in (c.decisions or {}).items():
+            head = f"{task}: {'SIMD' if d.used else 'scalar'} ({d.reason})"
+            if d.used:
+                head += f", case {d.case}, {d.op} {list(d.sizes or ())}"
+            lines.append(head)
+            if d.compression is not None:
+                lines.append(f"  compression: {d.compression}")
+        return "\n".join(lines) + "\n"
+    assert c.module is not None
+    return peprint.module(c.module)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory, so no half-written file remains."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace) -> str:
+    params = dict(parse_param(p) for p in args.param)
+    program = load_program(args.program, params)
+    if args.emit == "ast":
+        return format_module(program.specialized)
+    if args.emit == "isl":
+        return program.model.format()
+    c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
+                     outdir=args.output)
+    text = _stage_text(args.emit, c)
+    if args.report and c.tasks is not None:
+        _write_atomically(Path(args.report), json.dumps(compile_report(c), indent=2) + "\n")
+    if args.output and args.emit == "code":
+        target = Path(args.output) / f"{Path(args.program).stem}.pe"
+        _write_atomically(target, text)
+        return f"wrote {target} ({c.seconds * 1000:.1f} ms)\n"
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        params = dict(parse_param(p) for p in args.param)
-        output = compile_to(args.emit, args.program, args.mapping, params)
+        output = run(args)
     except DtgError as err:
         print(err.format(), file=sys.stderr)
         return 1

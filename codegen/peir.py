@@ -16,6 +16,9 @@ DTYPES = ("float16", "float32")
 PORTS = ("N", "S", "E", "W", "RAMP")
 MAX_SIMD_DIMS = 4
 MAX_SIMD_SIZE = 65535
+MAX_SIMD_CONFIGS = 8
+COLORS = 24
+LOCAL_MEMORY_BYTES = 48 * 1024
 
 # ---------------------------------------------------------------- integer expressions
 

@@ -9,15 +9,53 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES, ROOT
 
-from codegen.driver import STAGES, main
+from codegen.driver import main
+from codegen.pipeline import STAGES
+
+# Examples whose mappings need flows the back end does not realize yet (issues 5 and 6).
+NOT_YET = {"train", "conv2d_degenerate"}
+COMPILED = [p for p in EXAMPLE_PROGRAMS if p.stem not in NOT_YET]
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", ["ast", "isl", "mapping"])
 @pytest.mark.parametrize("program", EXAMPLE_PROGRAMS, ids=lambda p: p.stem)
-def test_every_stage_on_every_example(program: Path, stage: str, cli) -> None:
+def test_front_end_stages_on_every_example(program: Path, stage: str, cli) -> None:
     result = cli(main, program, f"--emit={stage}")
     assert result.status == 0, result.err
     assert result.out and result.err == ""
+
+
+@pytest.mark.parametrize("stage", STAGES[3:])
+@pytest.mark.parametrize("program", COMPILED, ids=lambda p: p.stem)
+def test_back_end_stages(program: Path, stage: str, cli) -> None:
+    result = cli(main, program, f"--emit={stage}")
+    assert result.status == 0, result.err
+    assert result.out and result.err == ""
+
+
+@pytest.mark.parametrize("program", [p for p in EXAMPLE_PROGRAMS if p.stem in NOT_YET],
+                         ids=lambda p: p.stem)
+def test_unrealized_mappings_say_which_flow_they_need(program: Path, cli) -> None:
+    result = cli(main, program)
+    assert result.status == 1
+    assert "not supported yet" in result.err and "Traceback" not in result.err
+
+
+def test_output_directory_and_report(tmp_path: Path, cli) -> None:
+    out = tmp_path / "out"
+    result = cli(main, EXAMPLES / "gemv" / "gemv.lair", "-o", out, "--report",
+                 out / "report.json")
+    assert result.status == 0, result.err
+    assert (out / "gemv.pe").read_text().startswith("module gemv\n")
+    assert (out / "report.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["gemv.pe", "report.json"]
+
+
+def test_failed_compile_leaves_no_files(tmp_path: Path, cli) -> None:
+    out = tmp_path / "out"
+    result = cli(main, EXAMPLES / "fc" / "train.lair", "-o", out, "--report", out / "r.json")
+    assert result.status == 1
+    assert not out.exists()
 
 
 def test_emit_ast_prints_the_specialized_program(cli) -> None:
@@ -37,7 +75,7 @@ def test_param_override_reaches_the_mapping_check(cli) -> None:
     (["missing.lair"], "error: no such file: missing.lair"),
     ([str(EXAMPLES / "fc" / "ff.lair"), "-m", "nowhere.map"], "error: no such file: nowhere.map"),
     ([str(EXAMPLES / "fc" / "ff.lair"), "--param", "M"], "malformed --param 'M'"),
-    ([str(EXAMPLES / "fc" / "ff.lair"), "--emit=code"], "invalid choice: 'code'"),
+    ([str(EXAMPLES / "fc" / "ff.lair"), "--emit=pe"], "invalid choice: 'pe'"),
     ([str(EXAMPLES)], "is a directory, expected a file"),
     ([], "the following arguments are required: program"),
 ])

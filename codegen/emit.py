@@ -1,0 +1,589 @@
+"""Assemble the PE module: one program for the compute PEs, one per adapter line.
+
+Everything is generated from isl objects parametric in ``PE_X``/``PE_Y`` (and the index
+constants): guards, index arithmetic and loops come from isl's AST generator, SIMD
+operands from the decisions of :mod:`codegen.simd`. The code never enumerates PEs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from codegen.islast import (
+    aff_expr,
+    condition_of,
+    normalize,
+    pw_aff_expr,
+    scan,
+    substitute,
+    substitute_stmts,
+)
+from codegen.peir import (
+    Activate,
+    Array,
+    BoolOp,
+    Cmp,
+    Cond,
+    FBin,
+    FConst,
+    FExpr,
+    FNeg,
+    For,
+    FValue,
+    IBin,
+    IConst,
+    IExpr,
+    If,
+    IntVar,
+    IVar,
+    Load,
+    PeModule,
+    PeProgram,
+    Recv,
+    Route,
+    Run,
+    Send,
+    SendEnd,
+    SetInt,
+    SimdConfig,
+    SimdOperand,
+    Stmt,
+    Store,
+    StreamIO,
+    Task,
+)
+from codegen.simd import SimdDecision, flatten, row_major
+from lair.diagnostics import CodegenError, UnsupportedMappingError
+from lair.graph import Binary, Const, Read, Unary, Value
+from lair.lower import PolyStatement
+from mapping import poly
+from mapping.memory import LocalTensor, Memory
+from mapping.tasks import (
+    ENTRY_PORT,
+    FLOW_PORT,
+    VERTICAL,
+    InputFlow,
+    OutputFlow,
+    Region,
+    TaskGraph,
+    chain_length,
+)
+
+OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
+NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
+
+
+def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, name: str,
+         reference: str | None, params: Sequence[tuple[str, int | str]] = (),
+         simd: bool = True) -> PeModule:
+    """The PE module for a planned task graph; ``simd=False`` gives scalar code only."""
+    streams = [StreamIO("input", s.tensor, s.kind, f.external_color, str(s.relation))
+               for f in tg.inputs for s in [tg.mapping.stream(f.tensor)] if s is not None]
+    streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
+                for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
+    programs = [_adapter_program(flow) for flow in tg.inputs if flow.adapter is not None]
+    programs.append(_ComputeBuilder(tg, memory, decisions, simd).build())
+    return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
+                    tuple(streams), tuple(programs))
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _and(a: Cond | None, b: Cond | None) -> Cond | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return BoolOp("&&", a, b)
+
+
+def _guarded(cond: Cond | None, body: Sequence[Stmt]) -> tuple[Stmt, ...]:
+    if not body:
+        return ()
+    return tuple(body) if cond is None else (If(cond, tuple(body)),)
+
+
+def _pe_params(region: Region) -> isl.Set:
+    return region.context()
+
+
+def _params_set(constraints: isl.Set, like: isl.Set) -> isl.Set:
+    return constraints.align_params(like.get_space())
+
+
+def _position(side: str, region: Region) -> IExpr:
+    """A PE's position along a line flowing towards ``side``, from the far end."""
+    if side == "E":
+        return IVar("PE_X")
+    if side == "S":
+        return IVar("PE_Y")
+    if side == "W":
+        return IBin("-", IConst(region.width - 1), IVar("PE_X"))
+    return IBin("-", IConst(region.height - 1), IVar("PE_Y"))
+
+
+def aff_in_vars(aff: isl.Aff, names: Sequence[str], context: isl.Set) -> IExpr:
+    """An affine function of set dimensions as an expression of variables ``names``."""
+    n = aff.dim(isl.dim_type.in_)
+    if n:
+        ma = isl.MultiAff.from_aff(aff)
+        aff = ma.bind_domain(poly.multi_id(ma.get_domain_space(), list(names)[:n])).get_at(0)
+    pa = isl.PwAff.from_aff(aff)
+    return pw_aff_expr(pa, context.align_params(pa.get_space()))
+
+
+def _value_expr(value: Value, trigger: str | None, load: dict[str, Load]) -> FExpr:
+    match value:
+        case Const(v):
+            return FConst(v)
+        case Read(tensor) if tensor == trigger:
+            return FValue()
+        case Read(tensor):
+            return load[tensor]
+        case Unary(_, operand):
+            return FNeg(_value_expr(operand, trigger, load))
+        case Binary(op, lhs, rhs):
+            return FBin(op, _value_expr(lhs, trigger, load), _value_expr(rhs, trigger, load))
+    raise TypeError(value)
+
+
+def _pe_condition_set(pes: isl.Set) -> isl.Set:
+    """A set of PEs as constraints on ``PE_X``/``PE_Y``."""
+    return pes.bind(poly.multi_id(pes.get_space(), poly.PE_NAMES))
+
+
+def _bind_pe(rel: isl.Map) -> isl.Set:
+    """``PE -> X`` with the PE bound to ``PE_X``/``PE_Y``: a set of X over those."""
+    return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))
+
+
+# ---------------------------------------------------------------------- adapters
+
+
+def _adapter_program(flow: InputFlow) -> PeProgram:
+    a = flow.adapter
+    assert a is not None
+    if flow.index_dims != 1:
+        raise UnsupportedMappingError(
+            f"input '{flow.tensor}' has a {flow.index_dims}-dimensional index and needs "
+            "adapters; adapters spread streams with a one-dimensional index only")
+    along = "PE_X" if a.side in VERTICAL else "PE_Y"
+    pos, (lo, hi), s = IVar(along), a.span, a.source
+    forward = "E" if a.side in VERTICAL else "S"
+    backward = OPPOSITE[forward]
+    routes: list[Route] = []
+
+    def at(cond: Cond, source: str, targets: list[str]) -> None:
+        routes.append(Route(a.in_color, source, ("RAMP", *targets), cond))
+
+    at(Cmp("==", pos, IConst(s)), ENTRY_PORT[a.side],
+       ([forward] if hi > s else []) + ([backward] if lo < s else []))
+    if hi > s + 1:
+        at(BoolOp("&&", Cmp(">", pos, IConst(s)), Cmp("<", pos, IConst(hi))), backward,
+           [forward])
+    if hi > s:
+        at(Cmp("==", pos, IConst(hi)), backward, [])
+    if lo < s - 1:
+        at(BoolOp("&&", Cmp("<", pos, IConst(s)), Cmp(">", pos, IConst(lo))), forward,
+           [backward])
+    if lo < s:
+        at(Cmp("==", pos, IConst(lo)), forward, [])
+    in_span = BoolOp("&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
+    routes.append(Route(flow.color, "RAMP", (FLOW_PORT[a.side],), in_span))
+
+    context = a.region.context()
+    index_range = poly.bind_order(flow.order).params()
+    ctx = context.align_params(index_range.get_space()).intersect(
+        index_range.align_params(context.get_space()))
+    target = condition_of(a.target, ctx)
+    new_index = pw_aff_expr(a.new_index[-1], ctx)
+    ints: list[IntVar] = []
+    body: list[Stmt]
+    if flow.kind == "sparse":
+        body = list(_guarded(target, [Send(flow.color, FValue(), new_index)]))
+    else:
+        counter = f"n_{flow.tensor}"
+        ints.append(IntVar(counter))
+        index = IBin("+", IConst(a.index_base[0]), IVar(counter))
+        body = list(substitute_stmts(_guarded(target, [Send(flow.color, FValue())]),
+                                     {"index": index}))
+        body.append(SetInt(counter, "+=", IConst(1)))
+    tasks = (
+        Task("main", "main", ()),
+        Task(f"spread_{flow.tensor}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
+        Task(f"end_{flow.tensor}", "control", (SendEnd(flow.color),), a.in_color),
+    )
+    return PeProgram(f"adapters_{flow.tensor}", (a.region.x0, a.region.y0), str(a.region.pes()),
+                     ints=tuple(ints), routes=tuple(routes), tasks=tasks)
+
+
+# ------------------------------------------------------------------- compute PEs
+
+
+@dataclass
+class _ComputeBuilder:
+    tg: TaskGraph
+    memory: Memory
+    decisions: dict[str, SimdDecision]
+    simd: bool
+    configs: list[SimdConfig] = field(default_factory=list)
+    ints: list[IntVar] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+
+    @property
+    def region(self) -> Region:
+        return self.tg.compute
+
+    def build(self) -> PeProgram:
+        tasks: list[Task] = []
+        main: list[Stmt] = list(self._init())
+        for t in self.tg.tasks:
+            if t.kind == "compute" and t.trigger is None:
+                main.extend(self._compute(t.name))
+        finish = self._finish()
+        self.ints.append(IntVar("pending"))
+        for flow in self.tg.inputs:
+            self._input_routes(flow)
+            reach = condition_of(_pe_condition_set(flow.lines),
+                                 self.region.context())
+            main.extend(_guarded(reach, [SetInt("pending", "+=", IConst(flow.groups))]))
+            tasks.extend(self._flow_tasks(flow, bool(finish)))
+        if finish:
+            main.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
+            tasks.append(Task("finish", "local", tuple(finish)))
+        if not any(v.name == "pending" for v in self.ints[:-1]) and not self.tg.inputs:
+            self.ints.pop()
+        tasks.insert(0, Task("main", "main", tuple(main)))
+        arrays = tuple(self._array(a) for a in self.memory.arrays)
+        if len(self.configs) > 8:
+            raise CodegenError(f"the compute PEs need {len(self.configs)} SIMD configurations, "
+                               "more than the 8 a PE has; compile with --no-simd")
+        return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
+                         arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
+                         tuple(tasks))
+
+    # -------------------------------------------------------------- arrays
+
+    def _array(self, local: LocalTensor) -> Array:
+        offset = local.offset_aff()
+        context = self.region.context()
+        exprs = tuple(aff_expr(offset.get_at(d), context) for d in range(offset.dim(
+            isl.dim_type.out)))
+        store, store_set = None, None
+        if local.resident_output:
+            store = local.tensor
+            written = self._written(local.tensor)
+            store_set = str(written) if written is not None else None
+        return Array(local.name, local.dtype, local.size, exprs,
+                     local.tensor if local.resident_input else None, None, store, store_set)
+
+    def _written(self, tensor: str) -> isl.Set | None:
+        result: isl.Set | None = None
+        for pstmt in self.tg.model.statements:
+            if pstmt.stmt.target.tensor != tensor:
+                continue
+            per_pe = poly.elements_per_pe(self.tg.placement_of(pstmt.name), pstmt.write,
+                                          pstmt.domain)
+            elements = _bind_pe(per_pe)
+            result = elements if result is None else result.union(elements)
+        return result
+
+    # ---------------------------------------------------------------- init
+
+    def _init(self) -> list[Stmt]:
+        body: list[Stmt] = []
+        for pstmt in self.tg.model.statements:
+            if not pstmt.stmt.is_reduction:
+                continue
+            local = self.memory.of(pstmt.stmt.target.tensor)
+            if local is None:
+                continue
+            neutral = FConst(NEUTRAL[pstmt.stmt.op])
+            size = local.size
+            if self.simd and 0 < len(size) <= 4:
+                name = f"fill_{local.name}"
+                self.configs.append(SimdConfig(
+                    name, "fill", (size,), SimdOperand("array", local.name, row_major(size)),
+                    (SimdOperand("scalar"),)))
+                body.append(Run(name, ((local.name, IConst(0)),), neutral))
+            else:
+                loops: Stmt = Store(Load(local.name, tuple(IVar(f"i{d}") for d in range(
+                    len(size)))), "=", neutral)
+                for d in reversed(range(len(size))):
+                    loops = For(f"i{d}", IConst(0), IConst(size[d] - 1), (loops,))
+                body.append(loops)
+        return body
+
+    # -------------------------------------------------------------- compute
+
+    def _compute(self, task_name: str) -> list[Stmt]:
+        task = next(t for t in self.tg.tasks if t.name == task_name)
+        assert task.statement is not None and task.instances is not None
+        pstmt = self.tg.model.statement(task.statement)
+        flow = self.tg.input_flow(task.trigger) if task.trigger else None
+        context = flow.arrival_context() if flow else self.region.context()
+        decision = self.decisions.get(task.name)
+        if self.simd and decision is not None and decision.used:
+            guard = condition_of(task.instances.params(), context)
+            return list(_guarded(guard, [self._run(task.name, decision)]))
+        return list(self._scalar(pstmt, task.instances, task.trigger, context))
+
+    def _run(self, task_name: str, d: SimdDecision) -> Run:
+        assert d.dst is not None and d.op is not None and d.sizes is not None
+        name = f"simd_{task_name}"
+
+        def operand(o: object) -> SimdOperand:
+            from codegen.simd import Operand
+
+            assert isinstance(o, Operand)
+            if o.kind == "scalar":
+                return SimdOperand("scalar")
+            return SimdOperand("array", o.array, o.strides)
+
+        srcs = tuple(operand(s) for s in d.srcs)
+        if d.op == "fill":
+            srcs = (SimdOperand("scalar"),)
+        self.configs.append(SimdConfig(name, d.op, (d.sizes,), operand(d.dst), srcs))  # type: ignore[arg-type]
+        bases: dict[str, IExpr] = {}
+        for o in (d.dst, *d.srcs):
+            if o.kind == "array" and o.array is not None and o.base is not None:
+                bases.setdefault(o.array, o.base)
+        scalar = None
+        if d.scalar is not None:
+            scalar = _value_expr(d.scalar, None, {}) if isinstance(d.scalar, Const) else FValue()
+        return Run(name, tuple(bases.items()), scalar)
+
+    def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,
+                context: isl.Set) -> tuple[Stmt, ...]:
+        stmt = pstmt.stmt
+        offsets: dict[str, tuple[IExpr, ...]] = {}
+        for local in self.memory.arrays:
+            off = local.offset_aff()
+            offsets[local.tensor] = tuple(aff_expr(off.get_at(d), self.region.context())
+                                          for d in range(off.dim(isl.dim_type.out)))
+
+        def local_load(tensor: str, env: dict[str, IExpr]) -> Load:
+            local = self.memory.of(tensor)
+            if local is None:
+                raise CodegenError(f"'{tensor}' has no local array on the compute PEs")
+            access = stmt.access(tensor)
+            index = []
+            for expr, off in zip(access.index, offsets[tensor], strict=True):
+                value: IExpr = IConst(expr.constant)
+                for var, coeff in expr.terms:
+                    value = IBin("+", value, IBin("*", IConst(coeff), env[var]))
+                index.append(IBin("-", value, off))
+            return Load(local.name, tuple(_simplify(i) for i in index))
+
+        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            env = dict(zip(stmt.iterators, coords, strict=True))
+            loads = {t.tensor: local_load(t.tensor, env) for t in stmt.reads
+                     if t.tensor != trigger}
+            value = _value_expr(stmt.value, trigger, loads)
+            return [Store(local_load(stmt.target.tensor, env), stmt.op, value)]
+
+        return scan(instances, context, body)
+
+    # --------------------------------------------------------------- inputs
+
+    def _input_routes(self, flow: InputFlow) -> None:
+        port_in, port_on = ENTRY_PORT[flow.side], FLOW_PORT[flow.side]
+        context = self.region.context()
+        reach = _pe_condition_set(flow.lines)
+        last = {"N": ("PE_Y", self.region.height - 1), "S": ("PE_Y", 0),
+                "W": ("PE_X", self.region.width - 1), "E": ("PE_X", 0)}[flow.side]
+        in_line = condition_of(reach, context)
+        is_last = Cmp("==", IVar(last[0]), IConst(last[1]))
+        not_last = Cmp("!=", IVar(last[0]), IConst(last[1]))
+        self.routes.append(Route(flow.color, port_in, ("RAMP", port_on), _and(in_line, not_last)))
+        self.routes.append(Route(flow.color, port_in, ("RAMP",), _and(in_line, is_last)))
+
+    def _flow_tasks(self, flow: InputFlow, has_finish: bool) -> list[Task]:
+        body: list[Stmt] = []
+        for t in self.tg.tasks:
+            if t.kind == "compute" and t.trigger == flow.tensor:
+                body.extend(self._compute(t.name))
+        env: dict[str, IExpr] = {}
+        context = self.region.context()
+        if flow.kind == "dense":
+            counter = f"n_{flow.tensor}"
+            self.ints.append(IntVar(counter))
+            if flow.index_dims != 1:
+                raise UnsupportedMappingError(
+                    f"dense input '{flow.tensor}' has a {flow.index_dims}-dimensional index; "
+                    "dense triggers with outer index values are not supported yet")
+            first = _bind_pe(flow.arrivals()).dim_min(0)
+            env["index"] = IBin("+", pw_aff_expr(first, context), IVar(counter))
+        elif flow.wire_offset is not None:
+            env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))
+        group_vars: list[Stmt] = []
+        if flow.index_dims > 1:
+            env.update(self._outer_index(flow, context))
+            group_vars.append(SetInt(f"g_{flow.tensor}", "+=", IConst(1)))
+        data = list(substitute_stmts(tuple(body), env)) if env else body
+        if flow.kind == "dense":
+            data.append(SetInt(f"n_{flow.tensor}", "+=", IConst(1)))
+        control: list[Stmt] = [*group_vars, SetInt("pending", "+=", IConst(-1))]
+        if has_finish:
+            control.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
+        return [Task(f"on_{flow.tensor}", "data", tuple(data), flow.color, flow.kind == "sparse"),
+                Task(f"end_{flow.tensor}", "control", tuple(control), flow.color)]
+
+    def _outer_index(self, flow: InputFlow, context: isl.Set) -> dict[str, IExpr]:
+        """Outer index values from the count of end marks (lexicographic group order)."""
+        counter = f"g_{flow.tensor}"
+        self.ints.append(IntVar(counter))
+        arrivals = flow.arrivals()
+        n = flow.index_dims
+        outer = arrivals.project_out(isl.dim_type.out, n - 1, 1)
+        per_pe = _bind_pe(outer)
+        rect = poly.rectangularity(per_pe)
+        if not rect.rectangular or rect.constant_size is None:
+            raise UnsupportedMappingError(
+                f"input '{flow.tensor}': the outer index values reaching a PE do not form a "
+                "box of fixed size, so they cannot be counted from end marks")
+        sizes = rect.constant_size
+        names = poly.index_names(n)[:-1]
+        env: dict[str, IExpr] = {}
+        stride = 1
+        for d in reversed(range(n - 1)):
+            lo = pw_aff_expr(rect.minimum.get_at(d), context)
+            digit: IExpr = IBin("//", IVar(counter), IConst(stride)) if stride > 1 else IVar(
+                counter)
+            if d > 0:
+                digit = IBin("%", digit, IConst(sizes[d]))
+            env[names[d]] = IBin("+", lo, digit)
+            stride *= sizes[d]
+        return env
+
+    # -------------------------------------------------------------- outputs
+
+    def _finish(self) -> list[Stmt]:
+        body: list[Stmt] = []
+        for out in self.tg.outputs:
+            body.extend(self._output(out))
+        return body
+
+    def _output(self, out: OutputFlow) -> list[Stmt]:
+        local = self.memory.of(out.tensor)
+        if local is None:
+            raise CodegenError(f"output '{out.tensor}' has no local array")
+        context = self.region.context()
+        dst_rel = out.relation.range_factor_domain()
+        order = out.relation.range_factor_range()
+        keep = 0 if out.side in VERTICAL else 1
+        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
+            dst_rel.get_space().range(), dst_rel.get_space().range())).equate(
+            isl.dim_type.in_, keep, isl.dim_type.out, keep)
+        pe_elements = dst_rel.apply_range(line).intersect_range(out.senders).reverse()
+        elements = _bind_pe(pe_elements)  # elements sent by this PE, over PE_X, PE_Y
+        k_to_t = order.reverse().intersect_range(elements)
+        to_local = isl.Map.from_multi_aff(local.array.to_local_bound)
+        k_to_t, to_local = poly.align_params(k_to_t, to_local)
+        k_to_local = k_to_t.apply_range(to_local)
+        indices = k_to_local.domain()
+        rect = poly.rectangularity(indices, index=())
+        pma = k_to_local.as_pw_multi_aff()
+        if not rect.rectangular or rect.constant_size is None or pma.n_piece() != 1:
+            raise UnsupportedMappingError(
+                f"output '{out.tensor}': the elements a PE sends do not map affinely onto "
+                "a box of its local array in the stream's order")
+        pieces: list[isl.MultiAff] = []
+        pma.foreach_piece(lambda _s, ma: pieces.append(ma))
+        flat = flatten(pieces[0], local.size)
+        sizes = rect.constant_size
+        n = len(sizes)
+        strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                        for k in range(n))
+        origin = rect.minimum
+        base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+            origin.align_params(flat.get_space())), context)
+        pos = _position(out.side, self.region)
+        length = chain_length(out.side, self.region)
+        send_port, recv_port = out.side, OPPOSITE[out.side]
+        first, second = out.chain_colors
+        reduction = self._reduction_op(out.tensor)
+        senders = condition_of(_pe_condition_set(out.senders), context)
+        roles: list[tuple[Cond | None, int, int | None]] = []  # (when, send color, recv color)
+        if not out.chain:
+            self.routes.append(Route(first, "RAMP", (send_port,), senders))
+            roles.append((senders, first, None))
+        else:
+            even = Cmp("==", IBin("%", pos, IConst(2)), IConst(0))
+            odd = Cmp("==", IBin("%", pos, IConst(2)), IConst(1))
+            self.routes.append(Route(first, "RAMP", (send_port,), even))
+            self.routes.append(Route(second, "RAMP", (send_port,), odd))
+            if length > 1:
+                self.routes.append(Route(first, recv_port, ("RAMP",), odd))
+            if length > 2:
+                self.routes.append(Route(second, recv_port, ("RAMP",),
+                                         BoolOp("&&", even, Cmp(">", pos, IConst(0)))))
+            roles.append((Cmp("==", pos, IConst(0)), first, None))
+            roles.append((BoolOp("&&", even, Cmp(">", pos, IConst(0))), first, second))
+            roles.append((odd, second, first))
+        stmts: list[Stmt] = []
+        for when, send_color, recv_color in roles:
+            if self.simd and n <= 4:
+                op = "copy" if recv_color is None else reduction
+                name = f"out_{out.tensor}_{len(stmts)}"
+                srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
+                if recv_color is not None:
+                    srcs = (*srcs, SimdOperand("in", color=recv_color))
+                self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
+                                               SimdOperand("out", color=send_color), srcs))
+                stmts.extend(_guarded(when, [Run(name, ((local.name, base),))]))
+            else:
+                stmts.extend(_guarded(when, self._scalar_send(
+                    indices, context, pieces[0], local, send_color, recv_color, reduction)))
+        return stmts
+
+    def _reduction_op(self, tensor: str) -> str:
+        definer = self.tg.model.graph.definer(tensor)
+        return "fmax" if definer is not None and definer.op == "max=" else "fadd"
+
+    def _scalar_send(self, indices: isl.Set, context: isl.Set, to_local: isl.MultiAff,
+                     local: LocalTensor, send_color: int, recv_color: int | None,
+                     reduction: str) -> tuple[Stmt, ...]:
+        names = [f"k{d}" for d in range(indices.dim(isl.dim_type.set))]
+        index = [aff_in_vars(to_local.get_at(d), names, context)
+                 for d in range(to_local.dim(isl.dim_type.out))]
+
+        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            env = dict(zip(names, coords, strict=True))
+            element: FExpr = Load(local.name, tuple(_simplify(substitute(i, env))
+                                                     for i in index))
+            if recv_color is not None:
+                element = FBin("max" if reduction == "fmax" else "+", element, Recv(recv_color))
+            return [Send(send_color, element)]
+
+        return scan(indices.set_tuple_name("out"), context, body)
+
+
+def _simplify(e: IExpr) -> IExpr:
+    """Fold constants and collect affine terms: generated code should read well."""
+    return normalize(_fold(e))
+
+
+def _fold(e: IExpr) -> IExpr:
+    match e:
+        case IBin(op, lhs, rhs):
+            a, b = _fold(lhs), _fold(rhs)
+            if isinstance(a, IConst) and isinstance(b, IConst) and op in ("+", "-", "*"):
+                return IConst({"+": a.value + b.value, "-": a.value - b.value,
+                               "*": a.value * b.value}[op])
+            if op == "+" and isinstance(a, IConst) and a.value == 0:
+                return b
+            if op in ("+", "-") and isinstance(b, IConst) and b.value == 0:
+                return a
+            if op == "*" and isinstance(a, IConst) and a.value == 1:
+                return b
+            if op in ("*", "//") and isinstance(b, IConst) and b.value == 1:
+                return a
+            if op == "%" and isinstance(b, IConst) and b.value == 1:
+                return IConst(0)
+            return IBin(op, a, b)
+    return e

@@ -1,0 +1,316 @@
+"""From isl to PE code: isl's AST generator builds loops, guards and index expressions.
+
+isl knows best how to scan a parametric set or print a quasi-affine function as
+code; this module turns its ``ast_expr``/``ast_node`` trees into the PE IR's integer
+expressions, conditions and ``for``/``if`` statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import islpy as isl
+
+from codegen.peir import (
+    BConst,
+    BoolOp,
+    Cmp,
+    Cond,
+    FBin,
+    FExpr,
+    FNeg,
+    For,
+    IBin,
+    IConst,
+    IExpr,
+    If,
+    INeg,
+    IVar,
+    Load,
+    Not,
+    Run,
+    Send,
+    SetInt,
+    Stmt,
+    Store,
+)
+from lair.diagnostics import CodegenError
+
+_op = isl.ast_expr_op_type
+
+_ARITH: dict[Any, str] = {_op.add: "+", _op.sub: "-", _op.mul: "*", _op.min: "min", _op.max: "max",
+          _op.fdiv_q: "//", _op.pdiv_q: "//", _op.div: "//", _op.pdiv_r: "%", _op.zdiv_r: "%"}
+_CMP: dict[Any, str] = {_op.eq: "==", _op.le: "<=", _op.lt: "<", _op.ge: ">=", _op.gt: ">"}
+_BOOL: dict[Any, str] = {
+    _op.and_: "&&", _op.and_then: "&&", _op.or_: "||", _op.or_else: "||"}  # type: ignore[attr-defined]
+
+
+def _args(expr: isl.AstExpr) -> list[isl.AstExpr]:
+    return [expr.op_get_arg(k) for k in range(expr.op_get_n_arg())]
+
+
+def to_iexpr(expr: isl.AstExpr) -> IExpr:
+    """An isl integer expression as a PE-code expression (zdiv_r only occurs in == 0 tests,
+    where floor modulo is equivalent)."""
+    kind = expr.get_type()
+    if kind == isl.ast_expr_type.int:
+        return IConst(expr.int_get_val().to_python())
+    if kind == isl.ast_expr_type.id:
+        return IVar(expr.id_get_id().get_name())
+    op = expr.op_get_type()
+    args = [to_iexpr(a) for a in _args(expr)] if op not in _CMP and op not in _BOOL else []
+    if op == _op.minus:
+        return INeg(args[0])
+    if op in _ARITH:
+        result = args[0]
+        for arg in args[1:]:
+            result = IBin(_ARITH[op], result, arg)  # type: ignore[arg-type]
+        return result
+    raise CodegenError(f"isl produced the expression '{expr.to_C_str()}', which PE code cannot "
+                       "express (conditional or non-arithmetic)")
+
+
+def to_cond(expr: isl.AstExpr) -> Cond:
+    op = expr.op_get_type() if expr.get_type() == isl.ast_expr_type.op else None
+    if op in _CMP:
+        lhs, rhs = _args(expr)
+        return Cmp(_CMP[op], to_iexpr(lhs), to_iexpr(rhs))  # type: ignore[arg-type]
+    if op in _BOOL:
+        args = [to_cond(a) for a in _args(expr)]
+        result = args[0]
+        for arg in args[1:]:
+            result = BoolOp(_BOOL[op], result, arg)  # type: ignore[arg-type]
+        return result
+    if expr.get_type() == isl.ast_expr_type.int:
+        return BConst(expr.int_get_val().to_python() != 0)
+    raise CodegenError(f"isl produced the condition '{expr.to_C_str()}', which PE code cannot "
+                       "express")
+
+
+def build(context: isl.Set) -> isl.AstBuild:
+    return isl.AstBuild.from_context(context)
+
+
+def condition_of(params: isl.Set, context: isl.Set) -> Cond | None:
+    """A condition on the parameters equivalent to ``params`` where ``context`` holds;
+    ``None`` when it always holds there."""
+    params, context = params.align_params(context.get_space()), context.align_params(
+        params.get_space())
+    if context.is_subset(params):
+        return None
+    if params.intersect(context).is_empty():
+        return BConst(False)
+    return to_cond(build(context).expr_from_set(params.gist(context).coalesce()))
+
+
+def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
+    """A quasi-affine function of the parameters as a PE-code expression."""
+    value, context = value.align_params(context.get_space()), context.align_params(
+        value.get_space())
+    return to_iexpr(build(context).expr_from_pw_aff(value.gist_params(context).coalesce()))
+
+
+def aff_expr(value: isl.Aff, context: isl.Set) -> IExpr:
+    return pw_aff_expr(isl.PwAff.from_aff(value), context)
+
+
+UserBody = Callable[[str, Sequence[IExpr]], Sequence[Stmt]]
+
+
+def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ...]:
+    """Loops visiting the points of ``instances`` in lexicographic order.
+
+    ``body(statement, coordinates)`` gives the statements run for one instance, with its
+    coordinates as PE-code expressions of the loop variables and the parameters.
+    """
+    instances, context = instances.align_params(context.get_space()), context.align_params(
+        instances.get_space())
+    identity = isl.Map.identity(instances.get_space().map_from_set()).intersect_domain(instances)
+    schedule = isl.UnionMap.from_map(identity.reset_tuple_id(isl.dim_type.out))
+    node = build(context).node_from_schedule_map(schedule)
+    return _node(node, body)
+
+
+def _node(node: isl.AstNode, body: UserBody) -> tuple[Stmt, ...]:
+    kind = node.get_type()
+    if kind == isl.ast_node_type.block:
+        children = node.block_get_children()
+        result: list[Stmt] = []
+        for k in range(children.n_ast_node()):
+            result.extend(_node(children.get_at(k), body))
+        return tuple(result)
+    if kind == isl.ast_node_type.if_:  # type: ignore[attr-defined]
+        then = _node(node.if_get_then_node(), body)
+        orelse = _node(node.if_get_else_node(), body) if node.if_has_else_node() else ()
+        return (If(to_cond(node.if_get_cond()), then, orelse),)
+    if kind == isl.ast_node_type.for_:  # type: ignore[attr-defined]
+        return (_for(node, body),)
+    if kind == isl.ast_node_type.user:
+        call = node.user_get_expr()
+        args = _args(call)
+        name = args[0].id_get_id().get_name()
+        return tuple(body(name, [to_iexpr(a) for a in args[1:]]))
+    if kind == isl.ast_node_type.mark:
+        return _node(node.mark_get_node(), body)
+    raise CodegenError(f"unexpected isl AST node {node.to_C_str()}")
+
+
+def _for(node: isl.AstNode, body: UserBody) -> For:
+    var = node.for_get_iterator().id_get_id().get_name()
+    lo = to_iexpr(node.for_get_init())
+    step = node.for_get_inc().int_get_val().to_python()
+    hi = _upper_bound(node.for_get_cond(), var)
+    inner = _node(node.for_get_body(), body)
+    if step == 1:
+        return For(var, lo, hi, inner)
+    # A strided loop: iterate over t with var = lo + step * t.
+    t = f"{var}_t"
+    value = IBin("+", lo, IBin("*", IConst(step), IVar(t)))
+    return For(t, IConst(0), IBin("//", IBin("-", hi, lo), IConst(step)),
+               substitute_stmts(inner, {var: value}))
+
+
+def _upper_bound(cond: isl.AstExpr, var: str) -> IExpr:
+    op = cond.op_get_type()
+    if op in (_op.and_, _op.and_then):  # type: ignore[attr-defined]
+        bounds = [_upper_bound(a, var) for a in _args(cond)]
+        result = bounds[0]
+        for b in bounds[1:]:
+            result = IBin("min", result, b)
+        return result
+    lhs, rhs = _args(cond)
+    if lhs.get_type() != isl.ast_expr_type.id or lhs.id_get_id().get_name() != var:
+        raise CodegenError(f"unexpected loop condition {cond.to_C_str()}")
+    if op == _op.le:
+        return to_iexpr(rhs)
+    if op == _op.lt:
+        return IBin("-", to_iexpr(rhs), IConst(1))
+    raise CodegenError(f"unexpected loop condition {cond.to_C_str()}")
+
+
+# ------------------------------------------------------------------- substitution
+
+
+def substitute(e: IExpr, env: dict[str, IExpr]) -> IExpr:
+    """Replace variables (one pass: replacements are not substituted again)."""
+    return normalize(_substitute(e, env)) if env else e
+
+
+def _substitute(e: IExpr, env: dict[str, IExpr]) -> IExpr:
+    match e:
+        case IVar(name) if name in env:
+            return env[name]
+        case IBin(op, lhs, rhs):
+            return IBin(op, _substitute(lhs, env), _substitute(rhs, env))
+        case INeg(operand):
+            return INeg(_substitute(operand, env))
+    return e
+
+
+def substitute_cond(c: Cond, env: dict[str, IExpr]) -> Cond:
+    match c:
+        case Cmp(op, lhs, rhs):
+            return Cmp(op, substitute(lhs, env), substitute(rhs, env))
+        case BoolOp(op, lhs, rhs):
+            return BoolOp(op, substitute_cond(lhs, env), substitute_cond(rhs, env))
+        case Not(operand):
+            return Not(substitute_cond(operand, env))
+    return c
+
+
+def substitute_fexpr(e: FExpr, env: dict[str, IExpr]) -> FExpr:
+    match e:
+        case Load(array, index):
+            return Load(array, tuple(substitute(i, env) for i in index))
+        case FBin(op, lhs, rhs):
+            return FBin(op, substitute_fexpr(lhs, env), substitute_fexpr(rhs, env))
+        case FNeg(operand):
+            return FNeg(substitute_fexpr(operand, env))
+    return e
+
+
+def substitute_stmt(s: Stmt, env: dict[str, IExpr]) -> Stmt:
+    match s:
+        case Store(target, op, value):
+            load = substitute_fexpr(target, env)
+            assert isinstance(load, Load)
+            return Store(load, op, substitute_fexpr(value, env))
+        case SetInt(name, op, value):
+            return SetInt(name, op, substitute(value, env))
+        case For(var, lo, hi, body):
+            inner = {k: v for k, v in env.items() if k != var}
+            return For(var, substitute(lo, env), substitute(hi, env),
+                       substitute_stmts(body, inner))
+        case If(c, then, orelse):
+            return If(substitute_cond(c, env), substitute_stmts(then, env),
+                      substitute_stmts(orelse, env))
+        case Send(color, value, index):
+            return Send(color, substitute_fexpr(value, env),
+                        None if index is None else substitute(index, env))
+        case Run(config, bases, scalar, variant):
+            return Run(config, tuple((a, substitute(b, env)) for a, b in bases),
+                       None if scalar is None else substitute_fexpr(scalar, env),
+                       None if variant is None else substitute(variant, env))
+    return s
+
+
+def substitute_stmts(stmts: tuple[Stmt, ...], env: dict[str, IExpr]) -> tuple[Stmt, ...]:
+    return tuple(substitute_stmt(s, env) for s in stmts)
+
+
+def normalize(e: IExpr) -> IExpr:
+    """Collect the terms of affine parts (``-4 * PE_X + (index + 4 * PE_X)`` is ``index``),
+    so that substituted expressions read as a person would write them."""
+    linear = _linear(e)
+    if linear is None:
+        match e:
+            case IBin(op, lhs, rhs):
+                return IBin(op, normalize(lhs), normalize(rhs))
+            case INeg(operand):
+                return INeg(normalize(operand))
+        return e
+    coeffs, constant = linear
+    result: IExpr | None = None
+    for var, coeff in coeffs.items():
+        if coeff == 0:
+            continue
+        term: IExpr = IVar(var) if abs(coeff) == 1 else IBin("*", IConst(abs(coeff)), IVar(var))
+        if result is None:
+            result = term if coeff > 0 else INeg(term)
+        else:
+            result = IBin("+" if coeff > 0 else "-", result, term)
+    if result is None:
+        return IConst(constant)
+    if constant:
+        result = IBin("+" if constant > 0 else "-", result, IConst(abs(constant)))
+    return result
+
+
+def _linear(e: IExpr) -> tuple[dict[str, int], int] | None:
+    match e:
+        case IConst(v):
+            return {}, v
+        case IVar(name):
+            return {name: 1}, 0
+        case INeg(operand):
+            inner = _linear(operand)
+            if inner is None:
+                return None
+            return {k: -v for k, v in inner[0].items()}, -inner[1]
+        case IBin("+" | "-" as op, lhs, rhs):
+            a, b = _linear(lhs), _linear(rhs)
+            if a is None or b is None:
+                return None
+            sign = 1 if op == "+" else -1
+            coeffs = dict(a[0])
+            for k, v in b[0].items():
+                coeffs[k] = coeffs.get(k, 0) + sign * v
+            return coeffs, a[1] + sign * b[1]
+        case IBin("*", lhs, rhs):
+            a, b = _linear(lhs), _linear(rhs)
+            if a is None or b is None or (a[0] and b[0]):
+                return None
+            scale, other = (a[1], b) if not a[0] else (b[1], a)
+            return {k: scale * v for k, v in other[0].items()}, scale * other[1]
+    return None

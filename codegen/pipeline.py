@@ -1,0 +1,72 @@
+"""The compiler's stages in order, each a pure function of the previous ones."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from codegen.emit import emit
+from codegen.peir import PeModule
+from codegen.simd import SimdDecision, decide, no_simd
+from lair.frontend import Program
+from mapping.memory import Memory, allocate
+from mapping.tasks import TaskGraph, build_task_graph
+from mapping.validate import Mapping
+
+STAGES = ("ast", "isl", "mapping", "tasks", "memory", "simd", "code")
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """Everything the compiler derived, up to the stage it was asked to stop at."""
+
+    program: Program
+    mapping: Mapping
+    tasks: TaskGraph | None = None
+    memory: Memory | None = None
+    decisions: dict[str, SimdDecision] | None = None
+    module: PeModule | None = None
+    simd: bool = True
+    seconds: float = 0.0
+
+
+def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True
+                   ) -> dict[str, SimdDecision]:
+    """The SIMD decision of every compute task (paper §5)."""
+    decisions = {}
+    for task in tg.tasks:
+        if task.kind != "compute" or task.statement is None or task.instances is None:
+            continue
+        if not simd:
+            decisions[task.name] = no_simd("SIMD generation is off (--no-simd)")
+            continue
+        flow = tg.input_flow(task.trigger) if task.trigger else None
+        context = flow.arrival_context() if flow else tg.compute.context()
+        decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
+                                      task.trigger, memory, context)
+    return decisions
+
+
+def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
+                    simd: bool = True, name: str = "program", reference: str | None = None,
+                    params: Sequence[tuple[str, int | str]] = ()) -> Compilation:
+    """Run the back end (task graph, memory, SIMD, code) up to ``stop``."""
+    start = time.perf_counter()
+    if stop == "mapping":
+        return Compilation(program, mapping, simd=simd)
+    tg = build_task_graph(program.model, mapping)
+    result = Compilation(program, mapping, tg, simd=simd)
+    if stop != "tasks":
+        memory = allocate(tg)
+        result = Compilation(program, mapping, tg, memory, simd=simd)
+        if stop != "memory":
+            decisions = simd_decisions(tg, memory, simd=simd)
+            module = None
+            if stop == "code":
+                module = emit(tg, memory, decisions, name=name, reference=reference,
+                              params=params, simd=simd)
+            result = Compilation(program, mapping, tg, memory, decisions, module, simd)
+    seconds = time.perf_counter() - start
+    return Compilation(result.program, result.mapping, result.tasks, result.memory,
+                       result.decisions, result.module, simd, seconds)

@@ -1,0 +1,65 @@
+"""The compile report (JSON): tasks with their SIMD decisions, local arrays, timing.
+
+isl objects are printed in isl syntax with the parameter names ``PE_X``, ``PE_Y``,
+``index``, ``index_0``, ..., so a reader can load them with islpy and compare by meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codegen.pipeline import Compilation
+from codegen.simd import row_major
+
+
+def compile_report(c: Compilation) -> dict[str, Any]:
+    assert c.tasks is not None
+    tasks = []
+    for t in c.tasks.tasks:
+        entry: dict[str, Any] = {
+            "name": t.name, "kind": t.kind, "region": t.region, "statement": t.statement,
+            "pes": str(t.pes), "trigger": t.trigger,
+            "instances": None if t.instances is None else str(t.instances),
+            "detail": t.detail,
+        }
+        decision = (c.decisions or {}).get(t.name)
+        if decision is not None:
+            entry["simd"] = decision.report()
+        elif t.kind == "init":
+            local = c.memory.of(c.program.model.statement(t.statement or "").stmt.target.tensor) \
+                if c.memory else None
+            entry["simd"] = _plain(c.simd and local is not None and 0 < len(local.size) <= 4,
+                                   "fills the whole local array" if c.simd else
+                                   "SIMD generation is off (--no-simd)",
+                                   local.size if local else None)
+        elif t.name.startswith("out_"):
+            entry["simd"] = _plain(c.simd, "sends the local array in the stream's order, "
+                                   "adding the partial results that arrive" if c.simd else
+                                   "SIMD generation is off (--no-simd)", None)
+        else:
+            entry["simd"] = _plain(False, "routing and scalar sends only", None)
+        tasks.append(entry)
+    memory = []
+    for a in (c.memory.arrays if c.memory else ()):
+        memory.append({
+            "tensor": a.tensor, "array": a.name, "pes": str(a.pes), "size": list(a.size),
+            "offset": str(a.array.to_local_bound), "to_local": str(a.array.to_local),
+            "elements": str(a.array.per_pe), "bytes": a.bytes, "strides": list(row_major(
+                a.size)),
+        })
+    return {
+        "program": c.program.graph.file,
+        "rectangle": [c.mapping.width, c.mapping.height],
+        "compute_region": {"origin": [c.tasks.compute.x0, c.tasks.compute.y0],
+                           "size": [c.tasks.compute.width, c.tasks.compute.height]},
+        "simd_enabled": c.simd,
+        "tasks": tasks,
+        "memory": memory,
+        "compile_seconds": round(c.seconds, 6),
+    }
+
+
+def _plain(used: bool, reason: str, sizes: tuple[int, ...] | None) -> dict[str, Any]:
+    return {"used": bool(used), "reason": reason, "case": "base" if used and sizes else None,
+            "compression": None, "sizes": list(sizes) if used and sizes else None,
+            "offset": None, "extra_instances": None, "size_ids": None}

@@ -1,0 +1,98 @@
+"""Local memory allocation with the fixed-size box hull (paper §4.3, eqs. (7)-(9)).
+
+Every tensor that a compute PE keeps in memory (resident inputs, results and partial
+results) gets one local array per class of PEs: a fixed size for all PEs and a
+PE-dependent, purely affine offset, so the allocation is the same parametric object
+however many PEs there are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import islpy as isl
+
+from codegen.peir import LOCAL_MEMORY_BYTES
+from lair.diagnostics import CodegenError
+from mapping import poly
+from mapping.tasks import TaskGraph
+
+
+@dataclass(frozen=True)
+class LocalTensor:
+    """The local array of one tensor on the compute PEs."""
+
+    tensor: str
+    array: poly.LocalArray
+    dtype: str
+    bytes: int
+    resident_input: bool
+    resident_output: bool
+
+    @property
+    def name(self) -> str:
+        return self.array.name
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return self.array.size
+
+    @property
+    def pes(self) -> isl.Set:
+        return self.array.per_pe.domain()
+
+    def offset_aff(self) -> isl.MultiAff:
+        """The box offset with the PE bound to ``PE_X``/``PE_Y``: global = local + offset."""
+        offset = self.array.box.offset
+        return offset.bind_domain(poly.multi_id(offset.get_domain_space(), poly.PE_NAMES))
+
+
+@dataclass(frozen=True)
+class Memory:
+    arrays: tuple[LocalTensor, ...]
+
+    def of(self, tensor: str) -> LocalTensor | None:
+        return next((a for a in self.arrays if a.tensor == tensor), None)
+
+    def format(self) -> str:
+        lines = []
+        for a in self.arrays:
+            lines.append(f"{a.name}: {a.dtype}{list(a.size)}, {a.bytes} bytes on {a.pes}")
+            lines.append(f"  elements per PE (7): {a.array.per_pe}")
+            lines.append(f"  global to local (8): {a.array.to_local}")
+            lines.append(f"  bound (9): {a.array.to_local_bound}")
+        return "\n".join(lines) + "\n"
+
+
+def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory:
+    """Allocate the local arrays of the compute region; fail when a PE runs out of memory."""
+    model, mapping = tg.model, tg.mapping
+    streamed = {f.tensor for f in tg.inputs}
+    arrays = []
+    for tensor in model.graph.tensors:
+        per_pe: isl.Map | None = None
+        for pstmt in model.statements:
+            accessed = [t for t, _ in pstmt.reads] + [pstmt.stmt.target.tensor]
+            if tensor.name not in accessed or tensor.name in streamed:
+                continue
+            rel = poly.elements_per_pe(tg.placement_of(pstmt.name), pstmt.access(tensor.name),
+                                       pstmt.domain)
+            per_pe = rel if per_pe is None else per_pe.union(rel)
+        if per_pe is None:
+            continue
+        local = poly.local_array(per_pe.coalesce(), f"{tensor.name}_local")
+        if local is None:
+            raise CodegenError(f"the elements of '{tensor.name}' used on a PE have no "
+                               f"fixed-size box hull ({per_pe}); cannot allocate local memory")
+        arrays.append(LocalTensor(
+            tensor.name, local, tensor.dtype, prod(local.size) * tensor.bytes_per_element,
+            mapping.is_resident(tensor.name) and tensor.role == "input",
+            mapping.is_resident(tensor.name) and tensor.role == "output"))
+    total = sum(a.bytes for a in arrays)
+    if total > memory_bytes:
+        listing = ", ".join(f"{a.name} {a.bytes} B" for a in arrays)
+        raise CodegenError(f"the local arrays of a compute PE need {total} bytes ({listing}), "
+                           f"more than its {memory_bytes} bytes of memory; spread the work "
+                           "over more PEs")
+    return Memory(tuple(arrays))

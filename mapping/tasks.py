@@ -1,0 +1,663 @@
+"""Task graph construction (paper §4.2): regions, data flows, and the tasks that run them.
+
+The mapping says where instances run and where tensors enter and leave the rectangle.
+This module decides how data gets there: streamed inputs flow straight along a column
+(or row) from the side they enter, or, when an element is needed in another column,
+through a line of *adapter* PEs peeled off that side, which spread each element to the
+column that needs it and re-index it (eq. (5)); reduction results flow along a row (or
+column) towards the side they leave by (a reduction chain), or leave directly from the
+PE next to that side. Everything is computed once with isl, parametric in the PE
+coordinates, so the work does not grow with the rectangle.
+
+A mapping that needs another pattern raises :class:`UnsupportedMappingError` naming the
+tensor, the PEs and the flow it would need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import islpy as isl
+import networkx as nx
+
+from lair.diagnostics import UnsupportedMappingError
+from lair.graph import Stmt
+from lair.lower import CTX, PolyModel, PolyStatement, point_coordinates
+from mapping import poly
+from mapping.validate import PE, Mapping, Stream, border_ring
+
+Side = Literal["N", "S", "W", "E"]
+# The port through which data from a side enters a PE, and the direction it then flows.
+ENTRY_PORT: dict[str, str] = {"N": "N", "S": "S", "W": "W", "E": "E"}
+FLOW_PORT: dict[str, str] = {"N": "S", "S": "N", "W": "E", "E": "W"}
+VERTICAL = ("N", "S")
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangle of PEs; code inside it sees coordinates relative to its origin."""
+
+    name: str
+    x0: int
+    y0: int
+    width: int
+    height: int
+
+    def pes(self) -> isl.Set:
+        """``{ PE[x, y] }`` in relative coordinates."""
+        return _pe_box(0, self.width - 1, 0, self.height - 1)
+
+    def context(self) -> isl.Set:
+        """The known constraints on ``PE_X``, ``PE_Y`` for PEs of this region."""
+        return poly.bind_range(isl.Map.from_range(self.pes()), poly.PE_NAMES).params()
+
+    def to_relative(self) -> isl.Map:
+        """``{ PE[x, y] -> PE[x - x0, y - y0] }`` on absolute coordinates."""
+        return _translate(-self.x0, -self.y0)
+
+    def describe(self) -> str:
+        return (f"PE[{self.x0}:{self.x0 + self.width - 1}, {self.y0}:{self.y0 + self.height - 1}]")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A line of PEs peeled off a side that spreads a stream to the lines that need it."""
+
+    region: Region
+    side: Side
+    in_color: int
+    source: int  # position of the external source along the line (relative)
+    span: tuple[int, int]  # first and last line position that receives elements
+    target: isl.Set  # params PE_X or PE_Y (position in the line) and index: forward here
+    new_index: tuple[isl.PwAff, ...]  # the index sent on, as functions of the index
+    index_base: tuple[int, ...]  # dense only: the index of the first arriving element
+
+
+@dataclass(frozen=True)
+class InputFlow:
+    """How a streamed input reaches the compute PEs."""
+
+    tensor: str
+    kind: Literal["sparse", "dense"]
+    side: Side
+    external_color: int
+    color: int  # the color compute PEs receive it on
+    relation: isl.Map  # as the compute region receives it (relative coordinates), eq. (5)
+    order: isl.Map  # the mapping's order, in which task instance sets are expressed (§5.1)
+    lines: isl.Set  # compute PEs (relative) that receive it: the lines with a source
+    adapter: Adapter | None
+    groups: int  # end-of-sequence marks each receiving compute PE gets
+    # original index = received index + wire_offset(PE_X, PE_Y), when adapters re-index
+    wire_offset: tuple[isl.PwAff, ...] | None = None
+
+    @property
+    def index_dims(self) -> int:
+        return int(self.order.dim(isl.dim_type.out))
+
+    def arrivals(self) -> isl.Map:
+        """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
+        ext = self.relation.range_factor_domain()
+        keep = 0 if self.side in VERTICAL else 1
+        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
+            ext.get_space().range(), ext.get_space().range())).equate(
+            isl.dim_type.in_, keep, isl.dim_type.out, keep)
+        to_pe = ext.apply_range(line).intersect_range(self.lines)
+        return to_pe.reverse().apply_range(self.order).coalesce()
+
+    def arrival_context(self) -> isl.Set:
+        """The (PE_X, PE_Y, index...) combinations that occur: the context of task code."""
+        arrivals = self.arrivals()
+        bound = arrivals.bind_range(poly.multi_id(arrivals.get_space().range(),
+                                                  poly.index_names(self.index_dims)))
+        return bound.bind(poly.multi_id(bound.get_space(), poly.PE_NAMES)).params()
+
+
+@dataclass(frozen=True)
+class OutputFlow:
+    """How a streamed output leaves the compute region."""
+
+    tensor: str
+    kind: Literal["sparse", "dense"]
+    side: Side
+    color: int  # color of the last hop into the external PE
+    chain_colors: tuple[int, int]  # alternating colors of a reduction chain (same if none)
+    relation: isl.Map  # relative coordinates, eq. (6)
+    chain: bool  # partial results of every PE in the line are combined on the way
+    senders: isl.Set  # compute PEs (relative) that take part
+
+
+@dataclass(frozen=True)
+class Task:
+    """One entry of the task graph, as the compile report shows it."""
+
+    name: str
+    kind: Literal["compute", "communication", "init"]
+    region: str
+    pes: isl.Set
+    statement: str | None = None
+    trigger: str | None = None
+    instances: isl.Set | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    model: PolyModel
+    mapping: Mapping
+    compute: Region
+    adapters: tuple[Adapter, ...]
+    inputs: tuple[InputFlow, ...]
+    outputs: tuple[OutputFlow, ...]
+    placement: tuple[tuple[str, isl.Map], ...]  # relative to the compute region, eq. (10)
+    tasks: tuple[Task, ...]
+    graph: nx.DiGraph = field(compare=False)
+
+    def placement_of(self, statement: str) -> isl.Map:
+        return dict(self.placement)[statement]
+
+    def input_flow(self, tensor: str) -> InputFlow | None:
+        return next((f for f in self.inputs if f.tensor == tensor), None)
+
+    def output_flow(self, tensor: str) -> OutputFlow | None:
+        return next((f for f in self.outputs if f.tensor == tensor), None)
+
+    def format(self) -> str:
+        lines = [f"compute region {self.compute.describe()}"]
+        for a in self.adapters:
+            lines.append(f"adapter region {a.region.describe()} ({a.side} side)")
+        for name, rel in self.placement:
+            lines.append(f"placement {name}: {rel}")
+        for f in self.inputs:
+            lines.append(f"input {f.tensor} {f.kind} color {f.color}: {f.relation}")
+        for o in self.outputs:
+            lines.append(f"output {o.tensor} {o.kind} color {o.color}: {o.relation}")
+        for t in self.tasks:
+            head = f"task {t.name} ({t.kind}, {t.region}"
+            head += f", statement {t.statement}" if t.statement else ""
+            head += f", trigger {t.trigger}" if t.trigger else ""
+            lines.append(head + f"): pes {t.pes}")
+            if t.instances is not None:
+                lines.append(f"  instances {t.instances}")
+            if t.detail:
+                lines.append(f"  {t.detail}")
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- small isl helpers
+
+
+def _pe_space() -> isl.Space:
+    return isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
+
+
+def _pe_box(x0: int, x1: int, y0: int, y1: int) -> isl.Set:
+    box = isl.Set.universe(_pe_space())
+    for dim, (lo, hi) in enumerate([(x0, x1), (y0, y1)]):
+        box = box.lower_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, lo))
+        box = box.upper_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, hi))
+    return box
+
+
+def _pe_map_space() -> isl.Space:
+    return isl.Space.map_from_domain_and_range(_pe_space(), _pe_space())
+
+
+def _translate(dx: int, dy: int) -> isl.Map:
+    space = _pe_map_space()
+    ls = isl.LocalSpace.from_space(_pe_space())
+    affs = isl.AffList.alloc(CTX, 2)
+    for dim, delta in enumerate((dx, dy)):
+        var = isl.Aff.var_on_domain(ls, isl.dim_type.set, dim)
+        affs = affs.add(var.add_constant_val(isl.Val.int_from_si(CTX, delta)))
+    return isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(space, affs))
+
+
+def _same_line(side: Side) -> isl.Map:
+    """``{ PE[a, b] -> PE[c, d] }`` with the coordinate across the flow equal."""
+    keep = 0 if side in VERTICAL else 1
+    return isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
+
+
+def _to_line_position(side: Side, fixed: int) -> isl.Map:
+    """``{ PE[a, b] -> PE[a, fixed] }`` (vertical flow) or ``PE[fixed, b]`` (horizontal)."""
+    keep = 0 if side in VERTICAL else 1
+    other = 1 - keep
+    rel = isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
+    return rel.fix_val(isl.dim_type.out, other, isl.Val.int_from_si(CTX, fixed))
+
+
+def _fmt(name: str, coords: tuple[int, ...]) -> str:
+    return f"{name}[{', '.join(map(str, coords))}]"
+
+
+def _witness(s: isl.Set) -> tuple[int, ...]:
+    return point_coordinates(s.lexmin().sample_point(), int(s.dim(isl.dim_type.set)))
+
+
+def _side_of(stream: Stream, width: int, height: int) -> Side:
+    ext = stream.external_pes.range()
+    lines: dict[Side, isl.Set] = {
+        "N": _pe_box(0, width - 1, -1, -1), "S": _pe_box(0, width - 1, height, height),
+        "W": _pe_box(-1, -1, 0, height - 1), "E": _pe_box(width, width, 0, height - 1),
+    }
+    for side, line in lines.items():
+        if ext.is_subset(line):
+            return side
+    assert ext.is_subset(border_ring(width, height))
+    raise UnsupportedMappingError(
+        f"{stream.direction} '{stream.tensor}' uses external PEs on several sides of the "
+        f"rectangle ({ext}); each stream must use one side")
+
+
+def _need(model: PolyModel, mapping: Mapping, tensor: str, write: bool) -> isl.Map:
+    """``{ t[e] -> PE[x, y] }``: PEs that read (or write) each element (absolute)."""
+    result: isl.Map | None = None
+    for stmt in model.statements:
+        if write and stmt.stmt.target.tensor != tensor:
+            continue
+        if not write and tensor not in dict(stmt.reads):
+            continue
+        rel = stmt.access(tensor).reverse().apply_range(mapping.placement_of(stmt.name))
+        result = rel if result is None else result.union(rel)
+    if result is None:
+        space = isl.Space.map_from_domain_and_range(
+            model.tensor_set(tensor).get_space(), _pe_space())
+        return isl.Map.empty(space)
+    return result.coalesce()
+
+
+# ------------------------------------------------------------------------ colors
+
+
+class _Colors:
+    def __init__(self, limit: int = 24):
+        self.next, self.limit = 0, limit
+
+    def take(self, what: str) -> int:
+        if self.next >= self.limit:
+            raise UnsupportedMappingError(f"out of colors ({self.limit}) while routing {what}")
+        self.next += 1
+        return self.next - 1
+
+
+# ---------------------------------------------------------------------- building
+
+
+def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
+    """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2)."""
+    colors = _Colors()
+    compute = Region("compute", 0, 0, mapping.width, mapping.height)
+    placed = _placed_pes(mapping)
+    streams_in = [s for s in mapping.streams if s.direction == "input"]
+    sides = {s.tensor: _side_of(s, mapping.width, mapping.height) for s in mapping.streams}
+
+    # Peel adapter lines first: they shrink the compute region for everyone.
+    peel: dict[str, Side] = {}
+    for stream in streams_in:
+        side = sides[stream.tensor]
+        need = _need(model, mapping, stream.tensor, write=False)
+        if need.is_empty():
+            raise UnsupportedMappingError(
+                f"input '{stream.tensor}' is streamed in but no statement reads it")
+        direct = need.is_subset(stream.external_pes.apply_range(_same_line(side)))
+        if not direct:
+            peel[stream.tensor] = side
+    adapter_regions: dict[Side, Region] = {}
+    for tensor, side in peel.items():
+        if side in adapter_regions:
+            continue
+        peeled, compute = _peel(compute, side)
+        busy = placed.intersect(_absolute_pes(peeled))
+        if not busy.is_empty():
+            raise UnsupportedMappingError(
+                f"input '{tensor}' needs adapter PEs on the {_SIDE_NAMES[side]} border "
+                f"{peeled.describe()} to spread its elements to the lines that need them, but "
+                f"{_fmt(PE, _witness(busy))} runs statement instances; leave that border "
+                "line free of instances")
+        adapter_regions[side] = peeled
+
+    to_rel = compute.to_relative()
+    placement = tuple((name, rel.apply_range(to_rel)) for name, rel in mapping.placement)
+    inputs: list[InputFlow] = []
+    adapters: list[Adapter] = []
+    for stream in streams_in:
+        line = adapter_regions[peel[stream.tensor]] if stream.tensor in peel else None
+        flow = _input_flow(stream, sides[stream.tensor], model, mapping, compute, line, colors)
+        inputs.append(flow)
+        if flow.adapter is not None:
+            adapters.append(flow.adapter)
+    outputs = [
+        _output_flow(s, sides[s.tensor], model, mapping, compute, colors)
+        for s in mapping.streams if s.direction == "output"
+    ]
+    for tensor, direction in mapping.resident:
+        if direction == "output":
+            _check_resident_output(tensor, model, mapping)
+    tasks, graph = _tasks(model, compute, placement, inputs, outputs)
+    return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
+                     placement, tuple(tasks), graph)
+
+
+_SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
+
+
+def _placed_pes(mapping: Mapping) -> isl.Set:
+    result = isl.Set.empty(_pe_space())
+    for _, rel in mapping.placement:
+        result = result.union(rel.range())
+    return result
+
+
+def _absolute_pes(region: Region) -> isl.Set:
+    return _pe_box(region.x0, region.x0 + region.width - 1,
+                   region.y0, region.y0 + region.height - 1)
+
+
+def _peel(region: Region, side: Side) -> tuple[Region, Region]:
+    """Split off the line of ``region`` along ``side``: (adapter line, rest)."""
+    r = region
+    if (side in VERTICAL and r.height < 2) or (side not in VERTICAL and r.width < 2):
+        raise UnsupportedMappingError(f"the rectangle is too small to peel adapters off its "
+                                      f"{_SIDE_NAMES[side]} side")
+    if side == "N":
+        return Region("adapter_N", r.x0, r.y0, r.width, 1), Region(
+            r.name, r.x0, r.y0 + 1, r.width, r.height - 1)
+    if side == "S":
+        return Region("adapter_S", r.x0, r.y0 + r.height - 1, r.width, 1), Region(
+            r.name, r.x0, r.y0, r.width, r.height - 1)
+    if side == "W":
+        return Region("adapter_W", r.x0, r.y0, 1, r.height), Region(
+            r.name, r.x0 + 1, r.y0, r.width - 1, r.height)
+    return Region("adapter_E", r.x0 + r.width - 1, r.y0, 1, r.height), Region(
+        r.name, r.x0, r.y0, r.width - 1, r.height)
+
+
+def _entry_coordinate(side: Side, region: Region) -> int:
+    """Relative coordinate, across the region, of the external PEs on ``side``."""
+    return {"N": -1, "W": -1, "S": region.height, "E": region.width}[side]
+
+
+def _groups(order: isl.Map, sources: isl.Map) -> isl.Map:
+    """``{ PE -> [outer index] }``: the outer index values each source sends."""
+    n = int(order.dim(isl.dim_type.out))
+    outer = order.project_out(isl.dim_type.out, n - 1, 1)
+    return sources.reverse().apply_range(outer)
+
+
+def _count_groups(order: isl.Map, sources: isl.Map, what: str) -> int:
+    """End marks a receiver gets: the outer index tuples of its source (same for all)."""
+    per_source = _groups(order, sources)
+    counts: set[int] = set()
+    for point in _points(per_source.domain()):
+        at = isl.Set.from_point(point)
+        groups = per_source.intersect_domain(at).range()
+        counts.add(_card(groups))
+    if len(counts) > 1:
+        raise UnsupportedMappingError(
+            f"{what}: its external PEs send different numbers of index sequences; "
+            "expected the same number from each")
+    return counts.pop() if counts else 1
+
+
+def _points(s: isl.Set) -> list[isl.Point]:
+    found: list[isl.Point] = []
+    s.foreach_point(found.append)
+    return found
+
+
+def _card(s: isl.Set) -> int:
+    if s.dim(isl.dim_type.set) == 0:
+        return 0 if s.is_empty() else 1
+    return len(_points(s))
+
+
+def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                compute: Region, adapter_line: Region | None, colors: _Colors) -> InputFlow:
+    tensor = stream.tensor
+    to_rel = compute.to_relative()
+    external_color = colors.take(f"input '{tensor}'")
+    need = _need(model, mapping, tensor, write=False).apply_range(to_rel)
+    sources_rel = stream.external_pes.apply_range(to_rel)
+    groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'")
+    if adapter_line is None:
+        lines = sources_rel.apply_range(_to_line_position(side, 0)).range()
+        reach = lines.apply(_same_line(side)).intersect(compute.pes())
+        return InputFlow(tensor, stream.kind, side, external_color, external_color,
+                         _shift_relation(stream.relation, to_rel), stream.order, reach, None,
+                         groups)
+    # Adapters: each element goes down the one line (column or row) that needs it.
+    keep = 0 if side in VERTICAL else 1
+    line_of = need.project_out(isl.dim_type.out, 1 - keep, 1)
+    if not line_of.is_single_valued():
+        several = line_of.lexmax().subtract(line_of.lexmin()).domain()
+        what = "columns" if side in VERTICAL else "rows"
+        raise UnsupportedMappingError(
+            f"input '{tensor}': element {_fmt(tensor, _witness(several))} is needed in several "
+            f"{what} of {compute.describe()}; an adapter line can send each element down only "
+            "one; place the instances that read it in one line")
+    entry = _entry_coordinate(side, compute)
+    new_source = need.apply_range(_to_line_position(side, entry))
+    per_source = new_source.reverse().apply_range(stream.order)
+    box = poly.range_box_hull(per_source)
+    if box is None:
+        raise UnsupportedMappingError(
+            f"input '{tensor}': the indices sent down each line have no fixed-size box, so "
+            "the adapters cannot re-index them")
+    offset = new_source.apply_range(isl.Map.from_multi_aff(box.offset))
+    new_order = stream.order.sum(offset.neg()).coalesce()
+    relation = new_source.range_product(new_order)
+    if not relation.is_injective():
+        raise UnsupportedMappingError(
+            f"input '{tensor}': after re-indexing per line two elements share a (PE, index) "
+            "pair; the adapters cannot spread this stream")
+    sources = stream.external_pes.range()
+    if _card(sources) != 1:
+        raise UnsupportedMappingError(
+            f"input '{tensor}' arrives from several external PEs ({sources}) and needs "
+            "adapters; adapters spread a stream that enters at one PE")
+    line_rel = adapter_line.to_relative()
+    src_rel = _witness(sources.apply(line_rel))
+    source_pos = src_rel[keep]
+    targets = line_of.range()
+    span = (int(targets.dim_min_val(0).to_python()), int(targets.dim_max_val(0).to_python()))
+    # Target test and new index at the adapters: functions of the arriving index.
+    at_index = poly.bind_order(stream.order)
+    target_set = at_index.apply(line_of).bind(
+        poly.multi_id(isl.Space.set_alloc(CTX, 0, 1), [poly.PE_NAMES[keep]]))
+    new_index = at_index.apply(new_order).as_pw_multi_aff()
+    new_index_affs = tuple(new_index.get_pw_aff(k) for k in range(new_index.dim(
+        isl.dim_type.out)))
+    base: tuple[int, ...] = ()
+    if stream.kind == "dense":
+        base = _dense_base(stream.order, tensor)
+    adapter = Adapter(adapter_line, side, external_color, source_pos, span, target_set,
+                      new_index_affs, base)
+    color = colors.take(f"input '{tensor}' below its adapters")
+    # Every adapter of the span forwards the stream's end marks, so every line of the span
+    # receives the stream (some lines may get no element).
+    keep_box = (span, (0, compute.height - 1)) if side in VERTICAL else (
+        (0, compute.width - 1), span)
+    reach = _pe_box(keep_box[0][0], keep_box[0][1], keep_box[1][0], keep_box[1][1])
+    at_pe = isl.Map.from_multi_aff(box.offset).intersect_domain(
+        _entry_pe(side, entry)).range().as_pw_multi_aff()
+    wire_offset = tuple(at_pe.get_pw_aff(k) for k in range(at_pe.dim(isl.dim_type.out)))
+    return InputFlow(tensor, stream.kind, side, external_color, color, relation, stream.order,
+                     reach, adapter, groups, wire_offset)
+
+
+def _entry_pe(side: Side, entry: int) -> isl.Set:
+    """``[PE_X, PE_Y] -> { PE[PE_X, entry] }`` (or ``PE[entry, PE_Y]``): the external PE
+    feeding the line of the PE with those coordinates."""
+    keep = 0 if side in VERTICAL else 1
+    pe = isl.Set.universe(_pe_space()).fix_val(
+        isl.dim_type.set, 1 - keep, isl.Val.int_from_si(CTX, entry))
+    coordinate = isl.Map.identity(_pe_space().map_from_set()).project_out(
+        isl.dim_type.out, 1 - keep, 1)
+    bound = coordinate.bind_range(poly.multi_id(coordinate.get_space().range(),
+                                                [poly.PE_NAMES[keep]]))
+    return pe.intersect(bound)
+
+
+def _dense_base(order: isl.Map, tensor: str) -> tuple[int, ...]:
+    indices = order.range()
+    if order.dim(isl.dim_type.out) != 1:
+        raise UnsupportedMappingError(
+            f"dense input '{tensor}' with a multi-dimensional index needs adapters; only "
+            "one-dimensional dense streams can be spread")
+    rect = poly.rectangularity(indices)
+    if not rect.rectangular:
+        raise UnsupportedMappingError(
+            f"dense input '{tensor}': its indices do not form an interval")
+    lo = indices.dim_min_val(0).to_python()
+    return (int(lo),)
+
+
+def _shift_relation(relation: isl.Map, to_rel: isl.Map) -> isl.Map:
+    """Apply ``to_rel`` to the PE inside ``t -> [PE -> index]``."""
+    ident = isl.Map.identity(relation.range().unwrap().range().get_space().map_from_set())
+    return relation.apply_range(to_rel.product(ident))
+
+
+def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                 compute: Region, colors: _Colors) -> OutputFlow:
+    tensor = stream.tensor
+    to_rel = compute.to_relative()
+    writers = _need(model, mapping, tensor, write=True).apply_range(to_rel)
+    relation = _shift_relation(stream.relation, to_rel)
+    dst = stream.external_pes.apply_range(to_rel)
+    line = dst.apply_range(_same_line(side)).intersect_range(compute.pes())
+    if not writers.is_subset(line):
+        off = writers.subtract(line).domain()
+        e = _witness(off)
+        raise UnsupportedMappingError(
+            f"output '{tensor}': element {_fmt(tensor, e)} is computed outside the "
+            f"{'row' if side not in VERTICAL else 'column'} of the external PE it leaves to; "
+            f"it would need a flow across lines towards the {_SIDE_NAMES[side]} side")
+    edge = dst.apply_range(_translate(*_inward(side))).intersect_range(compute.pes())
+    if writers.is_equal(line):
+        chain = True
+    elif writers.is_equal(edge):
+        chain = False
+    else:
+        e = _witness(writers.domain())
+        raise UnsupportedMappingError(
+            f"output '{tensor}': the PEs computing {_fmt(tensor, e)} neither span their whole "
+            f"line nor are just the PE next to the {_SIDE_NAMES[side]} side; a partial "
+            "reduction chain is not supported yet")
+    if stream.kind == "sparse":
+        raise UnsupportedMappingError(
+            f"output '{tensor}' is streamed out sparse; sparse outputs are not supported yet; "
+            "stream it dense or keep it resident")
+    first = colors.take(f"output '{tensor}'")
+    second = colors.take(f"output '{tensor}'") if chain else first
+    senders = writers.range()
+    last = _last_color(side, compute, (first, second)) if chain else first
+    return OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain, senders)
+
+
+def _inward(side: Side) -> tuple[int, int]:
+    return {"N": (0, 1), "S": (0, -1), "W": (1, 0), "E": (-1, 0)}[side]
+
+
+def chain_length(side: Side, region: Region) -> int:
+    """Number of PEs in a line that flows towards ``side``."""
+    return region.height if side in VERTICAL else region.width
+
+
+def _last_color(side: Side, region: Region, colors: tuple[int, int]) -> int:
+    return colors[(chain_length(side, region) - 1) % 2]
+
+
+def _check_resident_output(tensor: str, model: PolyModel, mapping: Mapping) -> None:
+    writers = _need(model, mapping, tensor, write=True)
+    if writers.is_single_valued():
+        return
+    several = writers.lexmax().subtract(writers.lexmin()).domain()
+    e = _witness(several)
+    at = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), e)))
+    pes = [_witness(at.lexmin().range()), _witness(at.lexmax().range())]
+    raise UnsupportedMappingError(
+        f"resident output '{tensor}': element {_fmt(tensor, e)} is computed on "
+        f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}; combining partial results across PEs "
+        "into a resident tensor is not supported yet; stream it out instead")
+
+
+def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
+    point = isl.Point.zero(space)
+    for k, value in enumerate(coords):
+        point = point.set_coordinate_val(isl.dim_type.set, k, isl.Val.int_from_si(CTX, value))
+    return point
+
+
+# ------------------------------------------------------------------------- tasks
+
+
+def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Map], ...],
+           inputs: list[InputFlow], outputs: list[OutputFlow]
+           ) -> tuple[list[Task], nx.DiGraph]:
+    tasks: list[Task] = []
+    graph: nx.DiGraph = nx.DiGraph()
+    streamed = {f.tensor: f for f in inputs}
+    place = dict(placement)
+    for flow in inputs:
+        if flow.adapter is not None:
+            a = flow.adapter
+            tasks.append(Task(f"spread_{flow.tensor}", "communication", a.region.name,
+                              a.region.pes(), trigger=flow.tensor,
+                              detail=f"adapters send each element of {flow.tensor} down the "
+                                     "line that needs it, re-indexed (eq. (5))"))
+        tasks.append(Task(f"broadcast_{flow.tensor}", "communication", compute.name, flow.lines,
+                          trigger=flow.tensor,
+                          detail=f"{flow.tensor} flows {FLOW_PORT[flow.side]}wards along "
+                                 f"each line with a source, to every PE of it"))
+    for pstmt in model.statements:
+        stmt = pstmt.stmt
+        triggers = [t for t, _ in pstmt.reads if t in streamed]
+        if len(triggers) > 1:
+            raise UnsupportedMappingError(
+                f"statement '{stmt.name}' reads several streamed inputs "
+                f"({', '.join(triggers)}); buffering one of them in local memory is not "
+                "supported yet; make all but one resident")
+        pes = place[stmt.name].range()
+        if stmt.is_reduction:
+            tasks.append(Task(f"init_{stmt.target.tensor}", "init", compute.name, pes,
+                              statement=stmt.name,
+                              detail=f"fill the local {stmt.target.tensor} with "
+                                     f"{'0' if stmt.op == '+=' else '-inf'}"))
+        if triggers:
+            flow = streamed[triggers[0]]
+            instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,
+                                            pstmt.read(flow.tensor))
+            tasks.append(Task(f"{stmt.name}_on_{flow.tensor}", "compute", compute.name, pes,
+                              statement=stmt.name, trigger=flow.tensor, instances=instances))
+        else:
+            instances = poly.bind_placement(place[stmt.name], pstmt.domain)
+            tasks.append(Task(f"{stmt.name}_local", "compute", compute.name, pes,
+                              statement=stmt.name, instances=instances))
+    for out in outputs:
+        detail = ("partial results combined along each line towards the "
+                  f"{_SIDE_NAMES[out.side]} side (reduction chain)" if out.chain else
+                  f"sent from the PEs next to the {_SIDE_NAMES[out.side]} side")
+        tasks.append(Task(f"out_{out.tensor}", "communication", compute.name, out.senders,
+                          trigger=None, detail=detail + ", in the order of eq. (6)"))
+    for t in tasks:
+        graph.add_node(t.name, task=t)
+    for t in tasks:
+        if t.kind == "compute":
+            for other in tasks:
+                if other.kind == "init" and other.statement == t.statement:
+                    graph.add_edge(other.name, t.name)
+                if other.kind == "communication" and other.trigger == t.trigger and t.trigger:
+                    graph.add_edge(other.name, t.name)
+    for out in outputs:
+        for t in tasks:
+            if t.kind == "compute" and model.statement(t.statement or "").stmt.target.tensor \
+                    == out.tensor:
+                graph.add_edge(t.name, f"out_{out.tensor}")
+    return tasks, graph
+
+
+def statement_of(model: PolyModel, name: str) -> tuple[PolyStatement, Stmt]:
+    pstmt = model.statement(name)
+    return pstmt, pstmt.stmt

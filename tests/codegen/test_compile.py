@@ -1,0 +1,157 @@
+"""The back end on the paper's running example: task graph, memory and SIMD, by meaning."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import islpy as isl
+import pytest
+from conftest import EXAMPLES
+
+from codegen.driver import compile_file, main
+from codegen.pipeline import Compilation
+from codegen.report import compile_report
+from lair.diagnostics import UnsupportedMappingError
+from lair.frontend import program_from_text
+from mapping.spec import parse_mapping
+from mapping.tasks import build_task_graph
+from mapping.validate import validate_mapping
+
+PARAMS = "[PE_X, PE_Y, index]"
+
+
+def same(a: isl.Set | isl.Map, b: isl.Set | isl.Map) -> bool:
+    a, b = a.align_params(b.get_space()), b.align_params(a.get_space())
+    return bool(a.is_equal(b))
+
+
+@cache
+def ff() -> Compilation:
+    return compile_file(EXAMPLES / "fc" / "ff.lair")
+
+
+def test_peeling_shifts_the_specs_as_eqs_5_6_and_10() -> None:
+    tg = ff().tasks
+    assert tg is not None
+    assert (tg.compute.x0, tg.compute.y0, tg.compute.width, tg.compute.height) == (0, 1, 4, 4)
+    x = tg.input_flow("x")
+    y = tg.output_flow("y")
+    assert x is not None and x.adapter is not None and y is not None
+    assert same(x.relation, isl.Map("{ x[i = 0:15] -> [PE[i//4, -1] -> index[i mod 4]] }"))
+    assert same(y.relation, isl.Map("{ y[i = 0:31] -> [PE[4, i//8] -> index[i mod 8]] }"))
+    assert same(tg.placement_of("ff"), isl.Map("{ ff[i = 0:31, j = 0:15] -> PE[j//4, i//8] }"))
+    assert y.chain
+
+
+def test_compute_task_instances_are_eq_12() -> None:
+    tg = ff().tasks
+    assert tg is not None
+    (task,) = [t for t in tg.tasks if t.kind == "compute"]
+    assert task.trigger == "x" and task.instances is not None
+    eq12 = isl.Set(f"{PARAMS} -> {{ ff[i = 0:31, j = index] : 0 <= index <= 15 and "
+                   "PE_X = floor(index/4) and 8PE_Y <= i <= 7 + 8PE_Y }")
+    assert same(task.instances, eq12)
+
+
+def test_local_memory_of_y_is_eqs_7_to_9() -> None:
+    memory = ff().memory
+    assert memory is not None
+    y = memory.of("y")
+    assert y is not None and y.size == (8,) and y.bytes == 16
+    assert same(y.array.per_pe, isl.Map("{ PE[0:3, i1 = 0:3] -> y[i = 0:31] : "
+                                        "8i1 <= i <= 7 + 8i1 }"))
+    assert same(isl.Map.from_multi_aff(y.array.to_local),
+                isl.Map("{ [PE[i0, i1] -> y[i]] -> y_local[-8i1 + i] }"))
+    assert same(isl.Map.from_multi_aff(y.array.to_local_bound),
+                isl.Map("[PE_Y] -> { y[i] -> y_local[-8PE_Y + i] }"))
+
+
+def test_simd_decision_for_ff_is_the_size_8_box() -> None:
+    decisions = ff().decisions
+    assert decisions is not None
+    d = decisions["ff_on_x"]
+    assert d.used and d.op == "fmac" and d.sizes == (8,)
+    assert d.case == "compressed"  # eq. (18): the compression drops j = index
+    assert d.compression is not None
+    assert same(d.compression, isl.Map(f"{PARAMS} -> {{ [i0] -> ff[i0, index] }}"))
+    assert d.dst is not None and d.dst.strides == (1,)
+    assert d.srcs[0].array == "W_local" and d.srcs[0].strides == (4,)
+
+
+def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
+    report = tmp_path / "ff.json"
+    assert cli(main, EXAMPLES / "fc" / "ff.lair", "--emit=simd", "--report", report).status == 0
+    data = json.loads(report.read_text())
+    (task,) = [t for t in data["tasks"] if t["kind"] == "compute"]
+    assert task["simd"]["used"] and task["simd"]["sizes"] == [8]
+    assert task["simd"]["case"] in ("base", "compressed")
+    eq12 = isl.Set(f"{PARAMS} -> {{ ff[i = 0:31, j = index] : 0 <= index <= 15 and "
+                   "PE_X = floor(index/4) and 8PE_Y <= i <= 7 + 8PE_Y }")
+    assert same(isl.Set(task["instances"]), eq12)
+    (y,) = [m for m in data["memory"] if m["tensor"] == "y"]
+    assert y["size"] == [8] and y["bytes"] == 16
+    assert same(isl.Map(y["offset"]), isl.Map("[PE_Y] -> { y[i] -> y_local[-8PE_Y + i] }"))
+    assert {t["kind"] for t in data["tasks"]} == {"compute", "communication", "init"}
+    assert data["compile_seconds"] > 0
+    assert compile_report(ff())["memory"] == data["memory"]
+
+
+def test_no_simd_records_the_reason() -> None:
+    c = compile_file(EXAMPLES / "fc" / "ff.lair", simd=False)
+    assert c.decisions is not None
+    assert not c.decisions["ff_on_x"].used
+    assert "--no-simd" in c.decisions["ff_on_x"].reason
+
+
+def test_convolution_falls_back_to_scalar_with_a_reason() -> None:
+    c = compile_file(EXAMPLES / "conv1d" / "conv1d.lair")
+    assert c.decisions is not None
+    d = c.decisions["C_on_x"]
+    assert not d.used and "depends on the index values" in d.reason
+
+
+def _unsupported(lair: str, mapping: str) -> str:
+    program = program_from_text(lair)
+    with pytest.raises(UnsupportedMappingError) as info:
+        build_task_graph(program.model, validate_mapping(parse_mapping(mapping), program.model))
+    return info.value.message
+
+
+ROW = "lair n(): float16 W[4][4], float16 x[4] -> float16 y[4] " \
+      "{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }"
+
+
+def test_element_needed_in_two_columns_is_unsupported() -> None:
+    message = _unsupported(ROW, """
+        rectangle { PE[2, 3] }
+        placement { n[i, j] -> PE[i mod 2, 1 + j mod 2] }
+        input x sparse { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
+        input W resident
+        output y resident
+    """)
+    assert "input 'x': element x[0] is needed in several columns" in message
+
+
+def test_adapter_line_with_instances_is_unsupported() -> None:
+    message = _unsupported(ROW, """
+        rectangle { PE[4, 2] }
+        placement { n[i, j] -> PE[j, i//2] }
+        input x sparse { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
+        input W resident
+        output y resident
+    """)
+    assert "needs adapter PEs on the north border PE[0:3, 0:0]" in message
+    assert "PE[0, 0] runs statement instances" in message
+
+
+def test_reduction_into_a_resident_output_across_pes_is_unsupported() -> None:
+    message = _unsupported(ROW, """
+        rectangle { PE[4, 1] }
+        placement { n[i, j] -> PE[j, 0] }
+        input x sparse { x[j = 0:3] -> [PE[j, -1] -> index[0]] }
+        input W resident
+        output y resident
+    """)
+    assert "resident output 'y': element y[0] is computed on PE[0, 0] and PE[3, 0]" in message
