@@ -56,7 +56,7 @@ from codegen.peir import (
     Task,
 )
 from codegen.simd import SimdDecision, flatten, row_major
-from lair.diagnostics import CodegenError, UnsupportedMappingError
+from lair.diagnostics import CodegenError
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import PolyStatement
 from mapping import poly
@@ -70,6 +70,7 @@ from mapping.tasks import (
     Region,
     TaskGraph,
     chain_length,
+    unsupported,
 )
 
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
@@ -168,7 +169,7 @@ def _adapter_program(flow: InputFlow) -> PeProgram:
     a = flow.adapter
     assert a is not None
     if flow.index_dims != 1:
-        raise UnsupportedMappingError(
+        raise unsupported(flow.tensor,
             f"input '{flow.tensor}' has a {flow.index_dims}-dimensional index and needs "
             "adapters; adapters spread streams with a one-dimensional index only")
     along = "PE_X" if a.side in VERTICAL else "PE_Y"
@@ -413,7 +414,7 @@ class _ComputeBuilder:
             counter = f"n_{flow.tensor}"
             self.ints.append(IntVar(counter))
             if flow.index_dims != 1:
-                raise UnsupportedMappingError(
+                raise unsupported(flow.tensor,
                     f"dense input '{flow.tensor}' has a {flow.index_dims}-dimensional index; "
                     "dense triggers with outer index values are not supported yet")
             first = _bind_pe(flow.arrivals()).dim_min(0)
@@ -443,7 +444,7 @@ class _ComputeBuilder:
         per_pe = _bind_pe(outer)
         rect = poly.rectangularity(per_pe)
         if not rect.rectangular or rect.constant_size is None:
-            raise UnsupportedMappingError(
+            raise unsupported(flow.tensor,
                 f"input '{flow.tensor}': the outer index values reaching a PE do not form a "
                 "box of fixed size, so they cannot be counted from end marks")
         sizes = rect.constant_size
@@ -489,7 +490,7 @@ class _ComputeBuilder:
         rect = poly.rectangularity(indices, index=())
         pma = k_to_local.as_pw_multi_aff()
         if not rect.rectangular or rect.constant_size is None or pma.n_piece() != 1:
-            raise UnsupportedMappingError(
+            raise unsupported(out.tensor,
                 f"output '{out.tensor}': the elements a PE sends do not map affinely onto "
                 "a box of its local array in the stream's order")
         pieces: list[isl.MultiAff] = []

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from codegen.emit import emit
 from codegen.peir import PeModule
 from codegen.simd import SimdDecision, decide, no_simd
+from lair.diagnostics import UnsupportedMappingError
 from lair.frontend import Program
 from mapping.memory import Memory, allocate
 from mapping.tasks import TaskGraph, build_task_graph
@@ -52,6 +53,17 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
                     simd: bool = True, name: str = "program", reference: str | None = None,
                     params: Sequence[tuple[str, int | str]] = ()) -> Compilation:
     """Run the back end (task graph, memory, SIMD, code) up to ``stop``."""
+    try:
+        return _compile(program, mapping, stop=stop, simd=simd, name=name, reference=reference,
+                        params=params)
+    except UnsupportedMappingError as err:
+        if err.loc is None and err.subject is not None:
+            err.loc = mapping.loc_of(err.subject)
+        raise
+
+
+def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
+             reference: str | None, params: Sequence[tuple[str, int | str]]) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)

@@ -65,7 +65,15 @@ class MappingError(DtgError):
 
 
 class UnsupportedMappingError(MappingError):
-    """A valid mapping whose data flow the compiler cannot realize (yet)."""
+    """A valid mapping whose data flow the compiler cannot realize (yet).
+
+    ``subject`` names the tensor or statement concerned, so the driver can point at its
+    entry in the mapping file."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, *,
+                 notes: tuple[str, ...] = (), subject: str | None = None):
+        super().__init__(message, loc, notes=notes)
+        self.subject = subject
 
 
 class CodegenError(DtgError):

@@ -16,6 +16,7 @@ tensor, the PEs and the flow it would need.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from typing import Literal
 
 import islpy as isl
@@ -184,6 +185,12 @@ class TaskGraph:
         return "\n".join(lines) + "\n"
 
 
+def unsupported(subject: str, message: str) -> UnsupportedMappingError:
+    """The error for a flow the compiler cannot realize, about tensor or statement
+    ``subject``."""
+    return UnsupportedMappingError(message, subject=subject)
+
+
 # ---------------------------------------------------------------- small isl helpers
 
 
@@ -245,9 +252,9 @@ def _side_of(stream: Stream, width: int, height: int) -> Side:
         if ext.is_subset(line):
             return side
     assert ext.is_subset(border_ring(width, height))
-    raise UnsupportedMappingError(
-        f"{stream.direction} '{stream.tensor}' uses external PEs on several sides of the "
-        f"rectangle ({ext}); each stream must use one side")
+    raise unsupported(
+        stream.tensor, f"{stream.direction} '{stream.tensor}' uses external PEs on several "
+        f"sides of the rectangle ({ext}); each stream must use one side")
 
 
 def _need(model: PolyModel, mapping: Mapping, tensor: str, write: bool) -> isl.Map:
@@ -298,7 +305,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         side = sides[stream.tensor]
         need = _need(model, mapping, stream.tensor, write=False)
         if need.is_empty():
-            raise UnsupportedMappingError(
+            raise unsupported(stream.tensor,
                 f"input '{stream.tensor}' is streamed in but no statement reads it")
         direct = need.is_subset(stream.external_pes.apply_range(_same_line(side)))
         if not direct:
@@ -310,7 +317,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         peeled, compute = _peel(compute, side)
         busy = placed.intersect(_absolute_pes(peeled))
         if not busy.is_empty():
-            raise UnsupportedMappingError(
+            raise unsupported(tensor,
                 f"input '{tensor}' needs adapter PEs on the {_SIDE_NAMES[side]} border "
                 f"{peeled.describe()} to spread its elements to the lines that need them, but "
                 f"{_fmt(PE, _witness(busy))} runs statement instances; leave that border "
@@ -385,31 +392,22 @@ def _groups(order: isl.Map, sources: isl.Map) -> isl.Map:
     return sources.reverse().apply_range(outer)
 
 
-def _count_groups(order: isl.Map, sources: isl.Map, what: str) -> int:
-    """End marks a receiver gets: the outer index tuples of its source (same for all)."""
+def _count_groups(order: isl.Map, sources: isl.Map, what: str, tensor: str) -> int:
+    """End marks a receiver gets: the number of outer index tuples its source sends.
+
+    Computed parametrically (the tuples per source must form a box of fixed size), so
+    the work does not depend on how many sources there are."""
+    if order.dim(isl.dim_type.out) == 1:
+        return 1
     per_source = _groups(order, sources)
-    counts: set[int] = set()
-    for point in _points(per_source.domain()):
-        at = isl.Set.from_point(point)
-        groups = per_source.intersect_domain(at).range()
-        counts.add(_card(groups))
-    if len(counts) > 1:
-        raise UnsupportedMappingError(
-            f"{what}: its external PEs send different numbers of index sequences; "
-            "expected the same number from each")
-    return counts.pop() if counts else 1
-
-
-def _points(s: isl.Set) -> list[isl.Point]:
-    found: list[isl.Point] = []
-    s.foreach_point(found.append)
-    return found
-
-
-def _card(s: isl.Set) -> int:
-    if s.dim(isl.dim_type.set) == 0:
-        return 0 if s.is_empty() else 1
-    return len(_points(s))
+    bound = per_source.bind_domain(poly.multi_id(per_source.get_space().domain(),
+                                                 poly.PE_NAMES))
+    rect = poly.rectangularity(bound, index=())
+    if not rect.rectangular or rect.constant_size is None:
+        raise unsupported(
+            tensor, f"{what}: the outer index values sent by an external PE do not form a box of "
+            "one fixed size, so receivers cannot count them from end marks")
+    return prod(rect.constant_size)
 
 
 def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
@@ -419,7 +417,7 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     external_color = colors.take(f"input '{tensor}'")
     need = _need(model, mapping, tensor, write=False).apply_range(to_rel)
     sources_rel = stream.external_pes.apply_range(to_rel)
-    groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'")
+    groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
     if adapter_line is None:
         lines = sources_rel.apply_range(_to_line_position(side, 0)).range()
         reach = lines.apply(_same_line(side)).intersect(compute.pes())
@@ -432,7 +430,7 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if not line_of.is_single_valued():
         several = line_of.lexmax().subtract(line_of.lexmin()).domain()
         what = "columns" if side in VERTICAL else "rows"
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"input '{tensor}': element {_fmt(tensor, _witness(several))} is needed in several "
             f"{what} of {compute.describe()}; an adapter line can send each element down only "
             "one; place the instances that read it in one line")
@@ -441,19 +439,19 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     per_source = new_source.reverse().apply_range(stream.order)
     box = poly.range_box_hull(per_source)
     if box is None:
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"input '{tensor}': the indices sent down each line have no fixed-size box, so "
             "the adapters cannot re-index them")
     offset = new_source.apply_range(isl.Map.from_multi_aff(box.offset))
     new_order = stream.order.sum(offset.neg()).coalesce()
     relation = new_source.range_product(new_order)
     if not relation.is_injective():
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"input '{tensor}': after re-indexing per line two elements share a (PE, index) "
             "pair; the adapters cannot spread this stream")
     sources = stream.external_pes.range()
-    if _card(sources) != 1:
-        raise UnsupportedMappingError(
+    if not sources.is_singleton():
+        raise unsupported(tensor,
             f"input '{tensor}' arrives from several external PEs ({sources}) and needs "
             "adapters; adapters spread a stream that enters at one PE")
     line_rel = adapter_line.to_relative()
@@ -502,12 +500,12 @@ def _entry_pe(side: Side, entry: int) -> isl.Set:
 def _dense_base(order: isl.Map, tensor: str) -> tuple[int, ...]:
     indices = order.range()
     if order.dim(isl.dim_type.out) != 1:
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"dense input '{tensor}' with a multi-dimensional index needs adapters; only "
             "one-dimensional dense streams can be spread")
     rect = poly.rectangularity(indices)
     if not rect.rectangular:
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"dense input '{tensor}': its indices do not form an interval")
     lo = indices.dim_min_val(0).to_python()
     return (int(lo),)
@@ -530,7 +528,7 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if not writers.is_subset(line):
         off = writers.subtract(line).domain()
         e = _witness(off)
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"output '{tensor}': element {_fmt(tensor, e)} is computed outside the "
             f"{'row' if side not in VERTICAL else 'column'} of the external PE it leaves to; "
             f"it would need a flow across lines towards the {_SIDE_NAMES[side]} side")
@@ -541,12 +539,12 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         chain = False
     else:
         e = _witness(writers.domain())
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"output '{tensor}': the PEs computing {_fmt(tensor, e)} neither span their whole "
             f"line nor are just the PE next to the {_SIDE_NAMES[side]} side; a partial "
             "reduction chain is not supported yet")
     if stream.kind == "sparse":
-        raise UnsupportedMappingError(
+        raise unsupported(tensor,
             f"output '{tensor}' is streamed out sparse; sparse outputs are not supported yet; "
             "stream it dense or keep it resident")
     first = colors.take(f"output '{tensor}'")
@@ -577,7 +575,7 @@ def _check_resident_output(tensor: str, model: PolyModel, mapping: Mapping) -> N
     e = _witness(several)
     at = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), e)))
     pes = [_witness(at.lexmin().range()), _witness(at.lexmax().range())]
-    raise UnsupportedMappingError(
+    raise unsupported(tensor,
         f"resident output '{tensor}': element {_fmt(tensor, e)} is computed on "
         f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}; combining partial results across PEs "
         "into a resident tensor is not supported yet; stream it out instead")
@@ -615,7 +613,7 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
         stmt = pstmt.stmt
         triggers = [t for t, _ in pstmt.reads if t in streamed]
         if len(triggers) > 1:
-            raise UnsupportedMappingError(
+            raise unsupported(stmt.name,
                 f"statement '{stmt.name}' reads several streamed inputs "
                 f"({', '.join(triggers)}); buffering one of them in local memory is not "
                 "supported yet; make all but one resident")

@@ -53,6 +53,12 @@ class Mapping:
     streams: tuple[Stream, ...]
     resident: tuple[tuple[str, Direction], ...]
     file: str = "<string>"
+    locs: tuple[tuple[str, SourceLoc], ...] = ()  # entry of each tensor, and "placement"
+
+    def loc_of(self, subject: str) -> SourceLoc | None:
+        """Where the mapping file speaks of a tensor (or, for a statement, the placement)."""
+        locs = dict(self.locs)
+        return locs.get(subject, locs.get("placement"))
 
     def rectangle(self) -> isl.Set:
         return box_set(PE, ["x", "y"], [self.width, self.height])
@@ -136,7 +142,8 @@ def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
                 f"no spec for {tensor.role} tensor '{tensor.name}'; expected e.g. "
                 f"'{tensor.role} {tensor.name} resident' or a sparse/dense stream",
                 SourceLoc(spec.file, 1, 1))
-    return Mapping(width, height, placement, tuple(streams), tuple(resident), spec.file)
+    locs = (("placement", spec.placement.loc), *((t.tensor, t.loc) for t in spec.tensors))
+    return Mapping(width, height, placement, tuple(streams), tuple(resident), spec.file, locs)
 
 
 def _rectangle(text: IslText) -> tuple[int, int]:
