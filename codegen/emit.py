@@ -58,7 +58,7 @@ from codegen.peir import (
 from codegen.simd import SimdDecision, flatten, row_major
 from lair.diagnostics import CodegenError
 from lair.graph import Binary, Const, Read, Unary, Value
-from lair.lower import PolyStatement
+from lair.lower import CTX, PolyStatement
 from mapping import poly
 from mapping.memory import LocalTensor, Memory
 from mapping.tasks import (
@@ -68,6 +68,7 @@ from mapping.tasks import (
     InputFlow,
     OutputFlow,
     Region,
+    ResidentReduction,
     TaskGraph,
     chain_length,
     unsupported,
@@ -330,7 +331,15 @@ class _ComputeBuilder:
         decision = self.decisions.get(task.name)
         if self.simd and decision is not None and decision.used:
             guard = condition_of(task.instances.params(), context)
-            return list(_guarded(guard, [self._run(task.name, decision)]))
+            run = self._run(task.name, decision)
+            if decision.outer is None:
+                return list(_guarded(guard, [run]))
+            names = decision.outer_names
+
+            def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+                return list(substitute_stmts((run,), dict(zip(names, coords, strict=True))))
+
+            return list(_guarded(guard, scan(decision.outer, context, body)))
         return list(self._scalar(pstmt, task.instances, task.trigger, context))
 
     def _run(self, task_name: str, d: SimdDecision) -> Run:
@@ -348,7 +357,8 @@ class _ComputeBuilder:
         srcs = tuple(operand(s) for s in d.srcs)
         if d.op == "fill":
             srcs = (SimdOperand("scalar"),)
-        self.configs.append(SimdConfig(name, d.op, (d.sizes,), operand(d.dst), srcs))  # type: ignore[arg-type]
+        self.configs.append(SimdConfig(name, d.op, d.variants or (d.sizes,),  # type: ignore[arg-type]
+                                       operand(d.dst), srcs))
         bases: dict[str, IExpr] = {}
         for o in (d.dst, *d.srcs):
             if o.kind == "array" and o.array is not None and o.base is not None:
@@ -356,7 +366,7 @@ class _ComputeBuilder:
         scalar = None
         if d.scalar is not None:
             scalar = _value_expr(d.scalar, None, {}) if isinstance(d.scalar, Const) else FValue()
-        return Run(name, tuple(bases.items()), scalar)
+        return Run(name, tuple(bases.items()), scalar, d.variant)
 
     def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,
                 context: isl.Set) -> tuple[Stmt, ...]:
@@ -467,7 +477,98 @@ class _ComputeBuilder:
         body: list[Stmt] = []
         for out in self.tg.outputs:
             body.extend(self._output(out))
+        for red in self.tg.reductions:
+            body.extend(self._combine(red))
         return body
+
+    def _combine(self, red: ResidentReduction) -> list[Stmt]:
+        """Pass partial results along each segment; the last PE adds them into its array."""
+        local = self.memory.of(red.tensor)
+        if local is None:
+            raise CodegenError(f"resident output '{red.tensor}' has no local array")
+        context = self.region.context()
+        held = _bind_pe(red.elements)
+        held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))
+        positions = held.apply(to_local)
+        rect = poly.rectangularity(positions, index=())
+        if not rect.rectangular or rect.constant_size is None:
+            raise unsupported(red.tensor,
+                              f"resident output '{red.tensor}': the partial results a PE holds "
+                              "are not a box of its local array")
+        sizes = rect.constant_size
+        strides = row_major(local.size)
+        origin = rect.minimum
+        flat = _flat_aff(positions.get_space(), strides)
+        base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+            origin.align_params(flat.get_space())), context)
+        pos = red.position
+        zero = pos.zero_set()
+        even = pos.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
+        odd = self.region.context().align_params(even.get_space()).subtract(
+            even.align_params(self.region.context().get_space()))
+        last = red.last
+        first_c, second_c = red.colors
+        port_out, port_in = red.side, OPPOSITE[red.side]
+
+        def cond(*parts: isl.Set, minus: tuple[isl.Set, ...] = ()) -> tuple[bool, Cond | None]:
+            result = self.region.context()
+            for part in parts:
+                result, part = poly.align_params(result, part)
+                result = result.intersect(part)
+            for part in minus:
+                result, part = poly.align_params(result, part)
+                result = result.subtract(part)
+            return (not result.is_empty(), condition_of(result, context))
+
+        sends_even = cond(even, minus=(last,))
+        sends_odd = cond(odd, minus=(last,))
+        gets_even = cond(even, minus=(zero,))
+        gets_odd = cond(odd)
+        if sends_even[0]:
+            self.routes.append(Route(first_c, "RAMP", (port_out,), sends_even[1]))
+        if sends_odd[0]:
+            self.routes.append(Route(second_c, "RAMP", (port_out,), sends_odd[1]))
+        if gets_odd[0]:
+            self.routes.append(Route(first_c, port_in, ("RAMP",), gets_odd[1]))
+        if gets_even[0]:
+            self.routes.append(Route(second_c, port_in, ("RAMP",), gets_even[1]))
+        op = self._reduction_op(red.tensor)
+        roles = [  # (exists, condition, destination color or None, source color or None)
+            (*cond(zero, minus=(last,)), first_c, None),
+            (*cond(even, minus=(last, zero)), first_c, second_c),
+            (*cond(odd, minus=(last,)), second_c, first_c),
+            (*cond(even, last, minus=(zero,)), None, second_c),
+            (*cond(odd, last), None, first_c),
+        ]
+        stmts: list[Stmt] = []
+        for exists, when, send_color, recv_color in roles:
+            if not exists:
+                continue
+            if self.simd and len(sizes) <= 4:
+                name = f"combine_{red.tensor}_{len(self.configs)}"
+                array = SimdOperand("array", local.name, strides)
+                srcs: tuple[SimdOperand, ...] = (array,)
+                if recv_color is not None:
+                    srcs = (array, SimdOperand("in", color=recv_color))
+                dst = SimdOperand("out", color=send_color) if send_color is not None else array
+                kind = "copy" if recv_color is None else op
+                self.configs.append(SimdConfig(name, kind, (sizes,), dst, srcs))  # type: ignore[arg-type]
+                stmts.extend(_guarded(when, [Run(name, ((local.name, base),))]))
+                continue
+
+            def body(_: str, coords: Sequence[IExpr], send_color: int | None = send_color,
+                     recv_color: int | None = recv_color) -> list[Stmt]:
+                element = Load(local.name, tuple(_simplify(c) for c in coords))
+                if recv_color is None:
+                    assert send_color is not None
+                    return [Send(send_color, element)]
+                combined = FBin("max" if op == "fmax" else "+", element, Recv(recv_color))
+                if send_color is None:
+                    return [Store(element, "=", combined)]
+                return [Send(send_color, combined)]
+
+            stmts.extend(_guarded(when, scan(positions.set_tuple_name("held"), context, body)))
+        return stmts
 
     def _output(self, out: OutputFlow) -> list[Stmt]:
         local = self.memory.of(out.tensor)
@@ -562,6 +663,16 @@ class _ComputeBuilder:
             return [Send(send_color, element)]
 
         return scan(indices.set_tuple_name("out"), context, body)
+
+
+def _flat_aff(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:
+    """``sum(stride_d * x_d)`` on the set space ``space``."""
+    ls = isl.LocalSpace.from_space(space)
+    flat = isl.Aff.zero_on_domain(ls)
+    for d, stride in enumerate(strides):
+        flat = flat.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d).scale_val(
+            isl.Val.int_from_si(CTX, stride)))
+    return flat
 
 
 def _simplify(e: IExpr) -> IExpr:

@@ -108,7 +108,34 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
     """A quasi-affine function of the parameters as a PE-code expression."""
     value, context = value.align_params(context.get_space()), context.align_params(
         value.get_space())
-    return to_iexpr(build(context).expr_from_pw_aff(value.gist_params(context).coalesce()))
+    value = value.gist_params(context).coalesce()
+    extreme = _as_extreme(value, context)
+    if extreme is not None:
+        return extreme
+    return normalize(to_iexpr(build(context).expr_from_pw_aff(value)))
+
+
+def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:
+    """A piecewise function that is the maximum (or minimum) of its pieces, as ``max(...)``
+    (``min(...)``): PE code has those, where isl would print a conditional expression."""
+    pieces: list[isl.Aff] = []
+    value.foreach_piece(lambda _set, aff: pieces.append(aff))
+    if len(pieces) < 2:
+        return None
+    domain = value.domain()
+    whole = [isl.PwAff.from_aff(a).intersect_domain(domain) for a in pieces]
+    for op in ("max", "min"):
+        combined = whole[0]
+        for other in whole[1:]:
+            combined = combined.max(other) if op == "max" else combined.min(other)
+        if combined.is_equal(value):
+            exprs = [normalize(to_iexpr(build(context).expr_from_pw_aff(
+                isl.PwAff.from_aff(a)))) for a in pieces]
+            result = exprs[0]
+            for e in exprs[1:]:
+                result = IBin(op, result, e)
+            return result
+    return None
 
 
 def aff_expr(value: isl.Aff, context: isl.Set) -> IExpr:
@@ -260,22 +287,15 @@ def substitute_stmts(stmts: tuple[Stmt, ...], env: dict[str, IExpr]) -> tuple[St
 
 
 def normalize(e: IExpr) -> IExpr:
-    """Collect the terms of affine parts (``-4 * PE_X + (index + 4 * PE_X)`` is ``index``),
-    so that substituted expressions read as a person would write them."""
-    linear = _linear(e)
-    if linear is None:
-        match e:
-            case IBin(op, lhs, rhs):
-                return IBin(op, normalize(lhs), normalize(rhs))
-            case INeg(operand):
-                return INeg(normalize(operand))
-        return e
-    coeffs, constant = linear
+    """Collect the terms of sums (``-4 * PE_X + (index + 4 * PE_X)`` is ``index``), treating
+    non-affine parts (``g % 8``, ``min(a, b)``) as atoms, so that substituted expressions
+    read as a person would write them."""
+    coeffs, constant = _terms(e)
     result: IExpr | None = None
-    for var, coeff in coeffs.items():
+    for atom, coeff in coeffs.items():
         if coeff == 0:
             continue
-        term: IExpr = IVar(var) if abs(coeff) == 1 else IBin("*", IConst(abs(coeff)), IVar(var))
+        term = atom if abs(coeff) == 1 else IBin("*", IConst(abs(coeff)), atom)
         if result is None:
             result = term if coeff > 0 else INeg(term)
         else:
@@ -287,30 +307,35 @@ def normalize(e: IExpr) -> IExpr:
     return result
 
 
-def _linear(e: IExpr) -> tuple[dict[str, int], int] | None:
+def _terms(e: IExpr) -> tuple[dict[IExpr, int], int]:
+    """``e`` as ``sum(coeff * atom) + constant``; atoms are variables or normalized
+    non-affine subexpressions."""
     match e:
         case IConst(v):
             return {}, v
-        case IVar(name):
-            return {name: 1}, 0
+        case IVar():
+            return {e: 1}, 0
         case INeg(operand):
-            inner = _linear(operand)
-            if inner is None:
-                return None
-            return {k: -v for k, v in inner[0].items()}, -inner[1]
+            inner, c = _terms(operand)
+            return {k: -v for k, v in inner.items()}, -c
         case IBin("+" | "-" as op, lhs, rhs):
-            a, b = _linear(lhs), _linear(rhs)
-            if a is None or b is None:
-                return None
+            (a, ca), (b, cb) = _terms(lhs), _terms(rhs)
             sign = 1 if op == "+" else -1
-            coeffs = dict(a[0])
-            for k, v in b[0].items():
+            coeffs = dict(a)
+            for k, v in b.items():
                 coeffs[k] = coeffs.get(k, 0) + sign * v
-            return coeffs, a[1] + sign * b[1]
+            return coeffs, ca + sign * cb
         case IBin("*", lhs, rhs):
-            a, b = _linear(lhs), _linear(rhs)
-            if a is None or b is None or (a[0] and b[0]):
-                return None
-            scale, other = (a[1], b) if not a[0] else (b[1], a)
-            return {k: scale * v for k, v in other[0].items()}, scale * other[1]
-    return None
+            (a, ca), (b, cb) = _terms(lhs), _terms(rhs)
+            if not a:
+                return {k: ca * v for k, v in b.items()}, ca * cb
+            if not b:
+                return {k: cb * v for k, v in a.items()}, ca * cb
+        case IBin(op, lhs, rhs):
+            atom = IBin(op, normalize(lhs), normalize(rhs))
+            if isinstance(atom.lhs, IConst) and isinstance(atom.rhs, IConst) and \
+                    atom.rhs.value > 0 and op in ("//", "%"):
+                num, den = atom.lhs.value, atom.rhs.value
+                return {}, num // den if op == "//" else num % den
+            return {atom: 1}, 0
+    return {e: 1}, 0

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from codegen.emit import emit
 from codegen.peir import PeModule
-from codegen.simd import SimdDecision, decide, no_simd
-from lair.diagnostics import UnsupportedMappingError
+from codegen.simd import Extension, SimdDecision, decide, no_simd
+from lair.diagnostics import CodegenError, UnsupportedMappingError
 from lair.frontend import Program
 from mapping.memory import Memory, allocate
 from mapping.tasks import TaskGraph, build_task_graph
@@ -33,20 +33,41 @@ class Compilation:
 
 
 def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True
-                   ) -> dict[str, SimdDecision]:
-    """The SIMD decision of every compute task (paper §5)."""
-    decisions = {}
-    for task in tg.tasks:
-        if task.kind != "compute" or task.statement is None or task.instances is None:
-            continue
-        if not simd:
-            decisions[task.name] = no_simd("SIMD generation is off (--no-simd)")
-            continue
-        flow = tg.input_flow(task.trigger) if task.trigger else None
-        context = flow.arrival_context() if flow else tg.compute.context()
-        decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
-                                      task.trigger, memory, context)
-    return decisions
+                   ) -> tuple[dict[str, SimdDecision], Memory]:
+    """The SIMD decision of every compute task (paper §5), and the local memory grown for
+    the extra instances of box-hull approximations (§5.3)."""
+    for _ in range(4):
+        decisions = {}
+        for task in tg.tasks:
+            if task.kind != "compute" or task.statement is None or task.instances is None:
+                continue
+            if not simd:
+                decisions[task.name] = no_simd("SIMD generation is off (--no-simd)")
+                continue
+            flow = tg.input_flow(task.trigger) if task.trigger else None
+            context = flow.arrival_context() if flow else tg.compute.context()
+            decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
+                                          task.trigger, memory, context)
+        grown = _grow(memory, [e for d in decisions.values() for e in d.extensions])
+        if grown is memory:
+            return decisions, memory
+        memory = grown
+    raise CodegenError("growing local arrays for extra instances did not settle")
+
+
+def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
+    """Apply the extensions; several for one tensor take the box that holds them all."""
+    by_tensor: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for ext in extensions:
+        lo, hi = ext.shift, tuple(s + n for s, n in zip(ext.shift, ext.size, strict=True))
+        if ext.tensor in by_tensor:
+            plo, phi = by_tensor[ext.tensor]
+            lo = tuple(map(min, lo, plo))
+            hi = tuple(map(max, hi, phi))
+        by_tensor[ext.tensor] = (lo, hi)
+    for tensor, (lo, hi) in by_tensor.items():
+        memory = memory.grown(tensor, tuple(h - low for h, low in zip(hi, lo, strict=True)), lo)
+    return memory
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
@@ -73,7 +94,7 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
         memory = allocate(tg)
         result = Compilation(program, mapping, tg, memory, simd=simd)
         if stop != "memory":
-            decisions = simd_decisions(tg, memory, simd=simd)
+            decisions, memory = simd_decisions(tg, memory, simd=simd)
             module = None
             if stop == "code":
                 module = emit(tg, memory, decisions, name=name, reference=reference,

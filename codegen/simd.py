@@ -16,12 +16,13 @@ from typing import Literal
 
 import islpy as isl
 
-from codegen.islast import pw_aff_expr
-from codegen.peir import MAX_SIMD_DIMS, MAX_SIMD_SIZE, IExpr
+from codegen.islast import normalize, pw_aff_expr
+from codegen.peir import MAX_SIMD_CONFIGS, MAX_SIMD_DIMS, MAX_SIMD_SIZE, IBin, IConst, IExpr
+from lair.diagnostics import CodegenError
 from lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from lair.lower import PolyStatement
 from mapping import poly
-from mapping.memory import Memory
+from mapping.memory import LocalTensor, Memory
 
 Case = Literal["base", "compressed", "box_hull", "enumerated"]
 OPS = {"fmac", "fmul", "fadd", "fsub", "fmax", "copy", "fill"}
@@ -50,6 +51,15 @@ class OpShape:
 
 
 @dataclass(frozen=True)
+class Extension:
+    """A local array grown so extra instances write outside the proper elements (§5.3)."""
+
+    tensor: str
+    size: tuple[int, ...]
+    shift: tuple[int, ...]  # new local index = old local index - shift
+
+
+@dataclass(frozen=True)
 class SimdDecision:
     used: bool
     reason: str
@@ -58,12 +68,22 @@ class SimdDecision:
     compression: isl.Map | None = None
     compressed: isl.Set | None = None
     sizes: tuple[int, ...] | None = None
-    offset: isl.MultiPwAff | None = None
+    offset: isl.MultiPwAff | isl.MultiAff | None = None
     extra_instances: isl.Set | None = None
     size_ids: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] | None = None
     dst: Operand | None = None
     srcs: tuple[Operand, ...] = ()
     scalar: Value | None = None
+    variants: tuple[tuple[int, ...], ...] = ()
+    variant: IExpr | None = None
+    outer: isl.Set | None = None  # values of the outer loop variables o0, o1, ...
+    outer_names: tuple[str, ...] = ()
+    extensions: tuple[Extension, ...] = ()
+
+    @property
+    def configs(self) -> int:
+        """SIMD configurations this decision needs."""
+        return len(self.variants) if self.used else 0
 
     def report(self) -> dict[str, object]:
         return {
@@ -78,6 +98,9 @@ class SimdDecision:
                 self.extra_instances),
             "size_ids": None if self.size_ids is None else [
                 {"id": list(i), "size": list(s)} for i, s in self.size_ids],
+            "outer_loops": list(self.outer_names) or None,
+            "extensions": [{"tensor": e.tensor, "size": list(e.size), "shift": list(e.shift)}
+                           for e in self.extensions] or None,
         }
 
 
@@ -140,49 +163,261 @@ def _leaves(value: Value) -> list[Value]:
 
 def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory: Memory,
            context: isl.Set) -> SimdDecision:
-    """Decide whether the task running ``instances`` of ``pstmt`` is one SIMD instruction."""
+    """Decide whether the task running ``instances`` of ``pstmt`` is one SIMD instruction.
+
+    Following the paper: compress (§5.2); try the fixed-size box hull first, accepting
+    extra instances that write only outside the proper elements and read in bounds
+    (§5.3); otherwise the exact box (§5.1), with one configuration per size when the
+    size varies (§5.4). Beyond four dimensions the outer ones become scalar loops.
+    """
     shape = op_shape(pstmt.stmt, trigger)
     if isinstance(shape, str):
         return no_simd(shape)
+    try:
+        return _decide(pstmt, instances, shape, memory, context)
+    except CodegenError as err:  # e.g. an expression PE code cannot hold
+        return no_simd(err.message)
+
+
+def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Memory,
+            context: isl.Set) -> SimdDecision:
     comp = poly.compress(instances)
-    case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) else "base"
-    rect = poly.rectangularity(comp.compressed)
+    compressed_case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) \
+        else "base"
+    n = comp.dim
+    common = {"compression": comp.as_map(), "compressed": comp.compressed,
+              "op": shape.op}
+    if n == 0:
+        return SimdDecision(False, "the instance set is zero-dimensional", compressed_case,
+                            **common)  # type: ignore[arg-type]
+    outer_names = tuple(f"o{d}" for d in range(max(0, n - MAX_SIMD_DIMS)))
+    inner, outer = _split_outer(comp.compressed, outer_names)
+    index_like = (*poly.index_params(instances), *outer_names)
+    ctx = context if outer is None else _with_outer(context, outer)
 
-    def fail(reason: str) -> SimdDecision:
-        return SimdDecision(False, reason, case, shape.op, comp.as_map(), comp.compressed)
+    def build(case: Case, origin: isl.MultiPwAff, sizes: tuple[int, ...],
+              extra: isl.Set | None = None, extensions: tuple[Extension, ...] = (),
+              variants: tuple[tuple[int, ...], ...] | None = None, variant: IExpr | None = None,
+              size_ids: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] | None = None
+              ) -> SimdDecision | str:
+        if max(sizes) > MAX_SIMD_SIZE:
+            return f"a box size exceeds {MAX_SIMD_SIZE}"
+        operands: list[Operand] = []
+        for tensor in (shape.dst, *shape.srcs):
+            if tensor is None:
+                operands.append(Operand("scalar"))
+                continue
+            local = memory.of(tensor)
+            if local is None:
+                return f"'{tensor}' has no local array"
+            access = _outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp),
+                                      outer_names)
+            linear = linear_access(access, local.to_local_bound, local.size, origin, ctx)
+            if isinstance(linear, str):
+                return f"the access to '{tensor}' {linear}"
+            strides, base_isl, base = linear
+            operands.append(Operand("array", tensor, local.name, strides, base, base_isl))
+        reason = {"base": "one SIMD instruction per invocation",
+                  "compressed": "one SIMD instruction per invocation after variable "
+                                "compression",
+                  "box_hull": "the fixed-size box hull, with extra instances whose results "
+                              "are discarded",
+                  "enumerated": "one SIMD configuration per size, selected per invocation"}[case]
+        if outer_names:
+            reason += f", inside {len(outer_names)} scalar outer loop(s)"
+        return SimdDecision(True, reason, case, shape.op, comp.as_map(), comp.compressed,
+                            sizes, origin, extra, size_ids, operands[0], tuple(operands[1:]),
+                            shape.scalar, variants or (sizes,), variant, outer, outer_names,
+                            extensions)
 
+    failures: list[str] = []
+    approx = poly.approximate_by_box(inner)
+    if approx is None:
+        failures.append("no fixed-size box hull")
+    else:
+        origin = _multi_pw(approx.box.offset)
+        if approx.exact:
+            result = build(compressed_case, origin, approx.box.size)
+            if isinstance(result, SimdDecision):
+                return result
+            failures.append(result)
+        else:
+            extensions = _extras_allowed(pstmt, shape, comp, outer_names, inner, approx.extra,
+                                         memory, index_like)
+            if isinstance(extensions, str):
+                failures.append(extensions)
+            else:
+                result = build("box_hull", origin, approx.box.size, approx.extra, extensions)
+                if isinstance(result, SimdDecision):
+                    return result
+                failures.append(result)
+    rect = poly.rectangularity(inner, index=index_like)
     if not rect.dense:
-        return fail("the instance set is not a dense box")
-    if not rect.fixed:
-        return fail("the size of the instance set depends on the index values")
-    if rect.constant_size is None:
-        return fail("the size depends on the PE coordinates (one program per size is not "
-                    "implemented)")
-    sizes = rect.constant_size
-    if not sizes:
-        return fail("the instance set is zero-dimensional")
-    if len(sizes) > MAX_SIMD_DIMS:
-        return fail(f"the box has {len(sizes)} dimensions, more than {MAX_SIMD_DIMS}")
-    if max(sizes) > MAX_SIMD_SIZE:
-        return fail(f"a box size exceeds {MAX_SIMD_SIZE}")
-    operands: list[Operand] = []
-    for tensor in (shape.dst, *shape.srcs):
-        if tensor is None:
-            operands.append(Operand("scalar"))
+        failures.append("the instance set is not a dense box")
+    elif rect.fixed and rect.constant_size is not None:
+        result = build(compressed_case, rect.minimum, rect.constant_size)
+        if isinstance(result, SimdDecision):
+            return result
+        failures.append(result)
+    elif rect.fixed:
+        failures.append("the size depends on the PE coordinates (one program per size is not "
+                        "implemented)")
+    else:
+        enumerated = _enumerate(rect, index_like, ctx)
+        if isinstance(enumerated, str):
+            failures.append(enumerated)
+        else:
+            variants, variant, size_ids = enumerated
+            result = build("enumerated", rect.minimum, variants[-1], None, (), variants, variant,
+                           size_ids)
+            if isinstance(result, SimdDecision):
+                return result
+            failures.append(result)
+    return SimdDecision(False, "; ".join(failures), compressed_case, **common)  # type: ignore[arg-type]
+
+
+def _multi_pw(ma: isl.MultiAff) -> isl.MultiPwAff:
+    return isl.MultiPwAff.from_multi_aff(ma)
+
+
+def _split_outer(s: isl.Set, names: tuple[str, ...]) -> tuple[isl.Set, isl.Set | None]:
+    """Move the first ``len(names)`` dimensions of ``s`` to parameters named ``names``;
+    also return the set of their values (over the other parameters)."""
+    if not names:
+        return s, None
+    k = len(names)
+    nparam = s.dim(isl.dim_type.param)
+    inner = s.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, k)
+    for d, name in enumerate(names):
+        inner = inner.set_dim_name(isl.dim_type.param, nparam + d, name)
+    outer = s.project_out(isl.dim_type.set, k, s.dim(isl.dim_type.set) - k)
+    for d, name in enumerate(names):
+        outer = outer.set_dim_name(isl.dim_type.set, d, name)
+    return inner, outer.set_tuple_name("outer")
+
+
+def _outer_to_params(rel: isl.Map, names: tuple[str, ...]) -> isl.Map:
+    if not names:
+        return rel
+    nparam = rel.dim(isl.dim_type.param)
+    moved = rel.move_dims(isl.dim_type.param, nparam, isl.dim_type.in_, 0, len(names))
+    for d, name in enumerate(names):
+        moved = moved.set_dim_name(isl.dim_type.param, nparam + d, name)
+    return moved
+
+
+def _with_outer(context: isl.Set, outer: isl.Set) -> isl.Set:
+    names = [str(outer.get_dim_name(isl.dim_type.set, d))
+             for d in range(outer.dim(isl.dim_type.set))]
+    bound = outer.bind(poly.multi_id(outer.get_space(), names)).params()
+    context, bound = poly.align_params(context, bound)
+    return context.intersect(bound)
+
+
+def _extras_allowed(pstmt: PolyStatement, shape: OpShape, comp: poly.Compression,
+                    outer_names: tuple[str, ...], inner: isl.Set, extra: isl.Set,
+                    memory: Memory, index_like: tuple[str, ...]
+                    ) -> tuple[Extension, ...] | str:
+    """Extra instances may write only outside the proper elements and read in bounds (§5.3);
+    the written array grows to hold their results."""
+    extensions: list[Extension] = []
+    local = memory.of(shape.dst)
+    if local is None:
+        return f"'{shape.dst}' has no local array"
+    write = _local_access(pstmt, shape.dst, comp, outer_names, local)
+    check = poly.check_extra_writes(inner, extra, write, index_like)
+    if not check.disjoint:
+        return "the box hull's extra instances would overwrite proper results"
+    for tensor in shape.srcs:
+        if tensor is None or tensor == shape.dst:
             continue
-        local = memory.of(tensor)
-        if local is None:
-            return fail(f"'{tensor}' has no local array")
-        access = poly.rewrite_access(pstmt.access(tensor), comp)
-        linear = linear_access(access, local.array.to_local_bound, local.size, rect.minimum,
-                               context)
-        if isinstance(linear, str):
-            return fail(f"the access to '{tensor}' {linear}")
-        strides, base_isl, base = linear
-        operands.append(Operand("array", tensor, local.name, strides, base, base_isl))
-    return SimdDecision(True, "one SIMD instruction per invocation", case, shape.op,
-                        comp.as_map(), comp.compressed, sizes, rect.minimum, None, None,
-                        operands[0], tuple(operands[1:]), shape.scalar)
+        src = memory.of(tensor)
+        if src is None:
+            return f"'{tensor}' has no local array"
+        read = _local_access(pstmt, tensor, comp, outer_names, src)
+        reads = poly.accessed_elements(extra, read, index_like)
+        bounds = _zero_box(src.name, src.size)
+        reads, bounds = poly.align_params(reads, bounds)
+        if not reads.is_subset(bounds):
+            return f"the box hull's extra instances would read outside the local '{tensor}'"
+    written = check.proper.union(check.extra)
+    box = poly.set_box_hull(written)
+    if box is None:
+        return "the elements written with the extra instances have no fixed-size box"
+    if box.offset.get_domain_space().dim(isl.dim_type.param) and any(
+            box.offset.get_at(d).involves_dims(isl.dim_type.param, 0, box.offset.dim(
+                isl.dim_type.param)) for d in range(box.offset.dim(isl.dim_type.out))):
+        return "growing the local array for the extra instances would need a PE-dependent shift"
+    shift = tuple(int(box.offset.get_at(d).get_constant_val().to_python())
+                  for d in range(box.offset.dim(isl.dim_type.out)))
+    lo = tuple(min(0, s) for s in shift)
+    hi = tuple(max(old, s + n) for old, s, n in zip(local.size, shift, box.size, strict=True))
+    size = tuple(h - lo_d for h, lo_d in zip(hi, lo, strict=True))
+    if lo != (0,) * len(lo) or size != local.size:
+        extensions.append(Extension(shape.dst, size, lo))
+    return tuple(extensions)
+
+
+def _local_access(pstmt: PolyStatement, tensor: str, comp: poly.Compression,
+                  outer_names: tuple[str, ...], local: LocalTensor) -> isl.Map:
+    """The access of ``tensor`` on the compressed instances (outer dimensions moved to
+    parameters), in local coordinates of its array (e.g. eqs. (37), (39))."""
+    access = _outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp), outer_names)
+    access, to_local = poly.align_params(access, local.to_local_bound)
+    return access.apply_range(isl.Map.from_multi_aff(to_local))
+
+
+def _zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
+    space = isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, len(size)).set_tuple_name(
+        isl.dim_type.set, name)
+    box = isl.Set.universe(space)
+    for d, n in enumerate(size):
+        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(
+            isl.DEFAULT_CONTEXT, 0))
+        box = box.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(
+            isl.DEFAULT_CONTEXT, n - 1))
+    return box
+
+
+def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: isl.Set
+               ) -> tuple[tuple[tuple[int, ...], ...], IExpr,
+                          tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]] | str:
+    """Size enumeration (§5.4): the variants, the expression selecting one, and the ids."""
+    enum = poly.enumerate_sizes(rect.sizes, index=index_like)
+    if enum is None:
+        return "the sizes have no fixed-size box hull to enumerate"
+    variants: list[tuple[int, ...]] = []
+    ids: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for identifier, size in enum.entries:
+        if size.dim(isl.dim_type.param) and any(
+                size.get_at(d).involves_dims(isl.dim_type.param, 0, size.dim(
+                    isl.dim_type.param)) for d in range(size.dim(isl.dim_type.out))):
+            return "a size identifier stands for a PE-dependent size"
+        value = tuple(int(size.get_at(d).get_constant_val().to_python())
+                      for d in range(size.dim(isl.dim_type.out)))
+        if 0 in value:
+            continue
+        variants.append(value)
+        ids.append((identifier, value))
+    if not variants:
+        return "no non-empty size to enumerate"
+    if len(variants) > MAX_SIMD_CONFIGS:
+        return f"{len(variants)} sizes, more than the {MAX_SIMD_CONFIGS} configurations a PE has"
+    # The variant of an invocation: the position of its size among the variants, computed
+    # from the size expression (one dimension may vary; several are linearized).
+    dims = [d for d in range(len(variants[0])) if len({v[d] for v in variants}) > 1]
+    if len(dims) != 1:
+        return "sizes that vary in several dimensions cannot be selected yet"
+    d = dims[0]
+    ordered = sorted(variants, key=lambda v: v[d])
+    if [v[d] for v in ordered] != list(range(ordered[0][d], ordered[0][d] + len(ordered))):
+        return "the sizes are not consecutive"
+    # size = max - min + 1 per dimension; isl prints the extremes with min/max where it
+    # would print the piecewise size itself as a conditional expression.
+    hi = pw_aff_expr(rect.maximum.get_at(d), context)
+    lo = pw_aff_expr(rect.minimum.get_at(d), context)
+    variant = normalize(IBin("-", IBin("-", hi, lo), IConst(ordered[0][d] - 1)))
+    return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d]))
 
 
 def flatten(ma: isl.MultiAff, shape: tuple[int, ...]) -> isl.Aff:

@@ -77,9 +77,16 @@ class PolyStatement:
         return dict(self.reads)[tensor]
 
     def access(self, tensor: str) -> isl.Map:
+        """The access relation, restricted to the instance set."""
         if tensor == self.stmt.target.tensor:
             return self.write
         return self.read(tensor)
+
+    def access_function(self, tensor: str) -> isl.Map:
+        """The access as an affine function on the whole instance space (paper eq. (25)):
+        what SIMD code evaluates, also at extra instances outside the instance set."""
+        return access_map(self.domain.get_space(), self.stmt.iterators,
+                          self.stmt.access(tensor))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ however many PEs there are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 import islpy as isl
@@ -42,6 +42,25 @@ class LocalTensor:
     def pes(self) -> isl.Set:
         return self.array.per_pe.domain()
 
+    @property
+    def to_local_bound(self) -> isl.MultiAff:
+        return self.array.to_local_bound
+
+    def grown(self, size: tuple[int, ...], shift: tuple[int, ...]) -> LocalTensor:
+        """The array enlarged to ``size``, its old element ``l`` now at ``l - shift``
+        (Example 5.9: y_local grows to [1, 18] and accesses shift by [0, -2])."""
+        offset = self.array.box.offset
+        ctx = offset.get_ctx()
+        shifted = offset
+        for d, delta in enumerate(shift):
+            shifted = shifted.set_at(d, offset.get_at(d).add_constant_val(
+                isl.Val.int_from_si(ctx, delta)))
+        box = poly.FixedSizeBox(shifted, size)
+        to_local = poly.global_to_local(box, self.name)
+        array = poly.LocalArray(self.name, self.array.per_pe, box, to_local,
+                                poly.bind_pe_coordinates(to_local))
+        return replace(self, array=array, bytes=prod(size) * (self.bytes // prod(self.size)))
+
     def offset_aff(self) -> isl.MultiAff:
         """The box offset with the PE bound to ``PE_X``/``PE_Y``: global = local + offset."""
         offset = self.array.box.offset
@@ -54,6 +73,10 @@ class Memory:
 
     def of(self, tensor: str) -> LocalTensor | None:
         return next((a for a in self.arrays if a.tensor == tensor), None)
+
+    def grown(self, tensor: str, size: tuple[int, ...], shift: tuple[int, ...]) -> Memory:
+        return Memory(tuple(a.grown(size, shift) if a.tensor == tensor else a
+                            for a in self.arrays))
 
     def format(self) -> str:
         lines = []

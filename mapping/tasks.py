@@ -150,6 +150,7 @@ class TaskGraph:
     adapters: tuple[Adapter, ...]
     inputs: tuple[InputFlow, ...]
     outputs: tuple[OutputFlow, ...]
+    reductions: tuple[ResidentReduction, ...]
     placement: tuple[tuple[str, isl.Map], ...]  # relative to the compute region, eq. (10)
     tasks: tuple[Task, ...]
     graph: nx.DiGraph = field(compare=False)
@@ -338,12 +339,12 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         _output_flow(s, sides[s.tensor], model, mapping, compute, colors)
         for s in mapping.streams if s.direction == "output"
     ]
-    for tensor, direction in mapping.resident:
-        if direction == "output":
-            _check_resident_output(tensor, model, mapping)
-    tasks, graph = _tasks(model, compute, placement, inputs, outputs)
+    reductions = [r for tensor, direction in mapping.resident if direction == "output"
+                  for r in [_resident_reduction(tensor, model, mapping, compute, colors)]
+                  if r is not None]
+    tasks, graph = _tasks(model, compute, placement, inputs, outputs, reductions)
     return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
-                     placement, tuple(tasks), graph)
+                     tuple(reductions), placement, tuple(tasks), graph)
 
 
 _SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
@@ -567,18 +568,83 @@ def _last_color(side: Side, region: Region, colors: tuple[int, int]) -> int:
     return colors[(chain_length(side, region) - 1) % 2]
 
 
-def _check_resident_output(tensor: str, model: PolyModel, mapping: Mapping) -> None:
-    writers = _need(model, mapping, tensor, write=True)
+@dataclass(frozen=True)
+class ResidentReduction:
+    """Partial results of a resident output combined along segments of a line: each group
+    of PEs holding partial sums of the same elements passes them towards its last PE
+    (south or east), which keeps the total."""
+
+    tensor: str
+    side: Side  # the direction the partial results flow ("S" or "E")
+    colors: tuple[int, int]
+    elements: isl.Map  # PE -> elements it holds partial results of (relative coordinates)
+    position: isl.PwAff  # over PE_X, PE_Y: place of the PE in its segment, from 0
+    last: isl.Set  # over PE_X, PE_Y: the PEs that keep the totals
+
+
+def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,
+                        colors: _Colors) -> ResidentReduction | None:
+    """``None`` when every element has one writer; otherwise the chain that combines them."""
+    writers = _need(model, mapping, tensor, write=True).apply_range(compute.to_relative())
     if writers.is_single_valued():
-        return
+        return None
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     e = _witness(several)
     at = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), e)))
     pes = [_witness(at.lexmin().range()), _witness(at.lexmax().range())]
-    raise unsupported(tensor,
-        f"resident output '{tensor}': element {_fmt(tensor, e)} is computed on "
-        f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}; combining partial results across PEs "
-        "into a resident tensor is not supported yet; stream it out instead")
+    elements = writers.reverse()
+    sharing = elements.apply_range(writers)  # PE -> PEs holding partials of its elements
+    deltas = sharing.deltas()
+    zero = isl.Val.int_from_si(CTX, 0)
+    keep_x = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 0, zero))
+    keep_y = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 1, zero))
+    side: Side = "S" if keep_x else "E"
+    first, last = sharing.lexmin(), sharing.lexmax()
+    along = 1 if side == "S" else 0
+    consistent = elements.is_equal(first.apply_range(elements))
+    contiguous = sharing.is_equal(_between(first, last, along))
+    if not (keep_x or keep_y) or not consistent or not contiguous:
+        raise unsupported(
+            tensor,
+            f"resident output '{tensor}': element {_fmt(tensor, e)} is computed on "
+            f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}, and the PEs sharing elements do not "
+            "form segments of one row or column holding the same elements; combining "
+            "those partial results is not supported yet")
+    bound = first.bind_domain(poly.multi_id(first.get_space().domain(), poly.PE_NAMES))
+    start = bound.as_pw_multi_aff().get_pw_aff(along)
+    here = _param_aff(start, poly.PE_NAMES[along])
+    position = here.sub(start).coalesce()
+    is_last = isl.Map.identity(_pe_map_space()).intersect(last)
+    last_set = is_last.domain().bind(poly.multi_id(_pe_space(), poly.PE_NAMES)).params()
+    first_color = colors.take(f"resident output '{tensor}'")
+    second_color = colors.take(f"resident output '{tensor}'")
+    return ResidentReduction(tensor, side, (first_color, second_color), elements, position,
+                             last_set)
+
+
+def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:
+    """The parameter ``name`` as a function on the (parameter) domain of ``like``."""
+    space = like.get_domain_space()
+    pos = space.find_dim_by_name(isl.dim_type.param, name)
+    ls = isl.LocalSpace.from_space(space)
+    return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, pos))
+
+
+def _between(first: isl.Map, last: isl.Map, along: int) -> isl.Map:
+    """``PE -> PE'`` for every PE' of the line segment from ``first(PE)`` to ``last(PE)``."""
+    line = isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, 1 - along,
+                                                    isl.dim_type.out, 1 - along)
+    lower = first.apply_range(_at_least(along))
+    upper = last.apply_range(_at_least(along).reverse())
+    return line.intersect(lower).intersect(upper)
+
+
+def _at_least(along: int) -> isl.Map:
+    """``PE[a] -> PE[b]`` with ``b >= a`` in coordinate ``along`` (others free)."""
+    return isl.Map.universe(_pe_map_space()).order_le(isl.dim_type.in_, along,
+                                                      isl.dim_type.out, along)
 
 
 def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
@@ -592,8 +658,8 @@ def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
 
 
 def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Map], ...],
-           inputs: list[InputFlow], outputs: list[OutputFlow]
-           ) -> tuple[list[Task], nx.DiGraph]:
+           inputs: list[InputFlow], outputs: list[OutputFlow],
+           reductions: list[ResidentReduction]) -> tuple[list[Task], nx.DiGraph]:
     tasks: list[Task] = []
     graph: nx.DiGraph = nx.DiGraph()
     streamed = {f.tensor: f for f in inputs}
@@ -639,6 +705,12 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                   f"sent from the PEs next to the {_SIDE_NAMES[out.side]} side")
         tasks.append(Task(f"out_{out.tensor}", "communication", compute.name, out.senders,
                           trigger=None, detail=detail + ", in the order of eq. (6)"))
+    for red in reductions:
+        tasks.append(Task(f"combine_{red.tensor}", "communication", compute.name,
+                          red.elements.domain(),
+                          detail=f"partial results of {red.tensor} flow "
+                                 f"{_SIDE_NAMES[red.side]}wards along each group of PEs "
+                                 "holding the same elements; the last PE keeps the total"))
     for t in tasks:
         graph.add_node(t.name, task=t)
     for t in tasks:

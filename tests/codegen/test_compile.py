@@ -105,11 +105,25 @@ def test_no_simd_records_the_reason() -> None:
     assert "--no-simd" in c.decisions["ff_on_x"].reason
 
 
-def test_convolution_falls_back_to_scalar_with_a_reason() -> None:
+def test_convolution_uses_the_box_hull_with_extra_instances() -> None:
     c = compile_file(EXAMPLES / "conv1d" / "conv1d.lair")
-    assert c.decisions is not None
+    assert c.decisions is not None and c.memory is not None
     d = c.decisions["C_on_x"]
-    assert not d.used and "depends on the index values" in d.reason
+    assert d.used and d.case == "box_hull" and d.sizes == (3,)
+    assert d.compression is not None and d.offset is not None
+    assert same(d.compression, isl.Map(f"{PARAMS} -> {{ [i0] -> C[PE_Y, index - i0, i0] }}"))
+    assert same(isl.Set.from_multi_pw_aff(d.offset), isl.Set("{ [0] }"))
+    known = isl.Set("[PE_X, PE_Y, index] -> { : PE_X = 0 and 0 <= PE_Y <= 1 and "
+                    "0 <= index <= 15 }")
+    eq36 = isl.Set("[index] -> { [1 + index:2]; [0:-14 + index] }")
+    assert d.extra_instances is not None
+    extra, eq36 = d.extra_instances.align_params(known.get_space()), eq36.align_params(
+        known.get_space())
+    assert same(extra.intersect_params(known), eq36.intersect_params(known))
+    y = c.memory.of("y")
+    assert y is not None and y.size == (1, 18)  # Example 5.9
+    assert same(isl.Map.from_multi_aff(y.to_local_bound),
+                isl.Map("[PE_Y] -> { y[i0, i1] -> y_local[i0 - PE_Y, i1 + 2] }"))
 
 
 def _unsupported(lair: str, mapping: str) -> str:
@@ -146,12 +160,13 @@ def test_adapter_line_with_instances_is_unsupported() -> None:
     assert "PE[0, 0] runs statement instances" in message
 
 
-def test_reduction_into_a_resident_output_across_pes_is_unsupported() -> None:
+def test_resident_partial_results_that_do_not_form_segments_are_unsupported() -> None:
     message = _unsupported(ROW, """
         rectangle { PE[4, 1] }
-        placement { n[i, j] -> PE[j, 0] }
-        input x sparse { x[j = 0:3] -> [PE[j, -1] -> index[0]] }
+        placement { n[i, j] -> PE[(i + j)//2, 0] }
+        input x resident
         input W resident
         output y resident
     """)
-    assert "resident output 'y': element y[0] is computed on PE[0, 0] and PE[3, 0]" in message
+    assert "resident output 'y': element y[0] is computed on PE[0, 0] and PE[1, 0]" in message
+    assert "do not form segments" in message
