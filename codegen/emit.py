@@ -103,6 +103,23 @@ def _and(a: Cond | None, b: Cond | None) -> Cond | None:
     return BoolOp("&&", a, b)
 
 
+def _cases(cases: Sequence[tuple[Cond | None, Sequence[Stmt]]], *, exhaustive: bool
+           ) -> tuple[Stmt, ...]:
+    """Mutually exclusive cases as an if / else-if chain; when they cover every PE that
+    gets here (``exhaustive``) the last needs no test."""
+    cases = [(c, b) for c, b in cases if b]
+    if not cases:
+        return ()
+    cond, body = cases[-1]
+    tail: tuple[Stmt, ...] = tuple(body) if exhaustive or cond is None else (
+        If(cond, tuple(body)),)
+    for cond, body in reversed(cases[:-1]):
+        if cond is None:
+            return tuple(body)
+        tail = (If(cond, tuple(body), tail),)
+    return tail
+
+
 def _guarded(cond: Cond | None, body: Sequence[Stmt]) -> tuple[Stmt, ...]:
     if not body:
         return ()
@@ -247,18 +264,28 @@ class _ComputeBuilder:
             if t.kind == "compute" and t.trigger is None:
                 main.extend(self._compute(t.name))
         finish = self._finish()
-        self.ints.append(IntVar("pending"))
-        for flow in self.tg.inputs:
-            self._input_routes(flow)
-            reach = condition_of(_pe_condition_set(flow.lines),
-                                 self.region.context())
-            main.extend(_guarded(reach, [SetInt("pending", "+=", IConst(flow.groups))]))
-            tasks.extend(self._flow_tasks(flow, bool(finish)))
-        if finish:
-            main.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
-            tasks.append(Task("finish", "local", tuple(finish)))
-        if not any(v.name == "pending" for v in self.ints[:-1]) and not self.tg.inputs:
-            self.ints.pop()
+        flows = self.tg.inputs
+        # With one stream that reaches every PE and ends with one mark, that mark is the
+        # moment the PE's work is done: finish in its control task, with no counting.
+        direct = len(flows) == 1 and flows[0].groups == 1 and flows[0].lines.is_equal(
+            self.region.pes())
+        if direct:
+            self._input_routes(flows[0])
+            tasks.extend(self._flow_tasks(flows[0], finish, counted=False))
+        else:
+            if flows:
+                self.ints.append(IntVar("pending"))
+            for flow in flows:
+                self._input_routes(flow)
+                reach = condition_of(_pe_condition_set(flow.lines), self.region.context())
+                main.extend(_guarded(reach, [SetInt("pending", "+=", IConst(flow.groups))]))
+                tasks.extend(self._flow_tasks(flow, [Activate("finish")] if finish else [],
+                                              counted=True))
+            if finish and flows:
+                main.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
+                tasks.append(Task("finish", "local", tuple(finish)))
+            elif finish:
+                main.extend(finish)
         tasks.insert(0, Task("main", "main", tuple(main)))
         arrays = tuple(self._array(a) for a in self.memory.arrays)
         if len(self.configs) > 8:
@@ -413,7 +440,10 @@ class _ComputeBuilder:
         self.routes.append(Route(flow.color, port_in, ("RAMP", port_on), _and(in_line, not_last)))
         self.routes.append(Route(flow.color, port_in, ("RAMP",), _and(in_line, is_last)))
 
-    def _flow_tasks(self, flow: InputFlow, has_finish: bool) -> list[Task]:
+    def _flow_tasks(self, flow: InputFlow, done: Sequence[Stmt], *, counted: bool
+                    ) -> list[Task]:
+        """The data task of a stream and the control task of its end marks; ``done`` runs
+        when the PE has seen all the end marks it waits for."""
         body: list[Stmt] = []
         for t in self.tg.tasks:
             if t.kind == "compute" and t.trigger == flow.tensor:
@@ -438,9 +468,13 @@ class _ComputeBuilder:
         data = list(substitute_stmts(tuple(body), env)) if env else body
         if flow.kind == "dense":
             data.append(SetInt(f"n_{flow.tensor}", "+=", IConst(1)))
-        control: list[Stmt] = [*group_vars, SetInt("pending", "+=", IConst(-1))]
-        if has_finish:
-            control.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
+        control: list[Stmt] = list(group_vars)
+        if counted:
+            control.append(SetInt("pending", "+=", IConst(-1)))
+            if done:
+                control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+        else:
+            control.extend(done)
         return [Task(f"on_{flow.tensor}", "data", tuple(data), flow.color, flow.kind == "sparse"),
                 Task(f"end_{flow.tensor}", "control", tuple(control), flow.color)]
 
@@ -540,7 +574,7 @@ class _ComputeBuilder:
             (*cond(even, last, minus=(zero,)), None, second_c),
             (*cond(odd, last), None, first_c),
         ]
-        stmts: list[Stmt] = []
+        cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for exists, when, send_color, recv_color in roles:
             if not exists:
                 continue
@@ -553,7 +587,7 @@ class _ComputeBuilder:
                 dst = SimdOperand("out", color=send_color) if send_color is not None else array
                 kind = "copy" if recv_color is None else op
                 self.configs.append(SimdConfig(name, kind, (sizes,), dst, srcs))  # type: ignore[arg-type]
-                stmts.extend(_guarded(when, [Run(name, ((local.name, base),))]))
+                cases.append((when, [Run(name, ((local.name, base),))]))
                 continue
 
             def body(_: str, coords: Sequence[IExpr], send_color: int | None = send_color,
@@ -567,8 +601,8 @@ class _ComputeBuilder:
                     return [Store(element, "=", combined)]
                 return [Send(send_color, combined)]
 
-            stmts.extend(_guarded(when, scan(positions.set_tuple_name("held"), context, body)))
-        return stmts
+            cases.append((when, scan(positions.set_tuple_name("held"), context, body)))
+        return list(_cases(cases, exhaustive=False))
 
     def _output(self, out: OutputFlow) -> list[Stmt]:
         local = self.memory.of(out.tensor)
@@ -624,24 +658,25 @@ class _ComputeBuilder:
             if length > 2:
                 self.routes.append(Route(second, recv_port, ("RAMP",),
                                          BoolOp("&&", even, Cmp(">", pos, IConst(0)))))
+            # An if / else-if chain: the second case is reached only when pos > 0.
             roles.append((Cmp("==", pos, IConst(0)), first, None))
-            roles.append((BoolOp("&&", even, Cmp(">", pos, IConst(0))), first, second))
+            roles.append((even, first, second))
             roles.append((odd, second, first))
-        stmts: list[Stmt] = []
+        cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for when, send_color, recv_color in roles:
             if self.simd and n <= 4:
                 op = "copy" if recv_color is None else reduction
-                name = f"out_{out.tensor}_{len(stmts)}"
+                name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
                 if recv_color is not None:
                     srcs = (*srcs, SimdOperand("in", color=recv_color))
                 self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
                                                SimdOperand("out", color=send_color), srcs))
-                stmts.extend(_guarded(when, [Run(name, ((local.name, base),))]))
+                cases.append((when, [Run(name, ((local.name, base),))]))
             else:
-                stmts.extend(_guarded(when, self._scalar_send(
+                cases.append((when, self._scalar_send(
                     indices, context, pieces[0], local, send_color, recv_color, reduction)))
-        return stmts
+        return list(_cases(cases, exhaustive=out.chain))
 
     def _reduction_op(self, tensor: str) -> str:
         definer = self.tg.model.graph.definer(tensor)
