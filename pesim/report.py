@@ -1,0 +1,104 @@
+"""The ``pesim`` report: a JSON document for tools and a short table for people."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lair.diagnostics import InputError
+from pesim.run import RunOutcome
+from pesim.sim import PeStats
+
+PE_FIELDS = ("busy", "simd_ops", "simd_instructions", "scalar_ops", "wavelets_sent",
+             "stall_cycles", "wait_cycles", "tasks_run")
+
+
+def pe_key(pe: tuple[int, int]) -> str:
+    return f"{pe[0]},{pe[1]}"
+
+
+def pe_entry(stats: PeStats) -> dict[str, Any]:
+    entry: dict[str, Any] = {"program": stats.program}
+    entry.update({name: getattr(stats, name) for name in PE_FIELDS})
+    return entry
+
+
+def build_report(outcome: RunOutcome) -> dict[str, Any]:
+    """Everything measured in one run, as plain JSON types."""
+    r = outcome.result
+    c = outcome.comparison
+    cycles = r.cycles
+    totals = {name: sum(getattr(s, name) for s in r.pes.values()) for name in PE_FIELDS}
+    links = {
+        f"{pe_key(a)}->{pe_key(b)}": {
+            "wavelets": n,
+            "utilization": round(n / cycles, 6) if cycles else 0.0,
+        }
+        for (a, b), n in sorted(r.links.items())
+    }
+    return {
+        "module": r.module,
+        "module_file": str(outcome.module_path) if outcome.module_path else None,
+        "reference": str(outcome.reference_path) if outcome.reference_path else None,
+        "cycles": cycles,
+        "start": r.start,
+        "end": r.end,
+        "microseconds": r.config.microseconds(cycles),
+        "verified": c.verified,
+        "exact": c.exact,
+        "max_abs_error": c.max_abs_error,
+        "mismatch": c.mismatch,
+        "events": r.events,
+        "wall_seconds": r.wall_seconds,
+        "pe_count": len(r.pes),
+        "totals": totals,
+        "pes": {pe_key(pe): pe_entry(s) for pe, s in sorted(r.pes.items())},
+        "links": links,
+        "fabric": r.config.as_dict(),
+    }
+
+
+def write_report(path: str | Path, report: dict[str, Any]) -> None:
+    try:
+        Path(path).write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write the report {path}: {exc.strerror}") from None
+
+
+def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
+    """A few lines: verdict, cycles, where the time went."""
+    console = console or Console(width=100)
+    table = Table(title=f"pesim: {report['module']}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    verdict = "[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
+    kind = "exact" if report["exact"] else "within tolerance"
+    table.add_row("outputs match reference", f"{verdict} ({kind}; max abs error "
+                                             f"{report['max_abs_error']:g})")
+    table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "
+                            f"{report['fabric']['clock_mhz']:g} MHz)")
+    pes = report["pes"]
+    busiest = max(pes.items(), key=lambda kv: kv[1]["busy"]) if pes else None
+    totals = report["totals"]
+    table.add_row("PEs", str(report["pe_count"]))
+    if busiest is not None:
+        share = busiest[1]["busy"] / report["cycles"] if report["cycles"] else 0.0
+        table.add_row("busiest PE", f"PE[{busiest[0]}]: {busiest[1]['busy']} busy cycles "
+                                    f"({share:.0%})")
+    table.add_row("SIMD / scalar ops", f"{totals['simd_ops']} / {totals['scalar_ops']}")
+    table.add_row("wavelets sent", f"{totals['wavelets_sent']} (stalled "
+                                   f"{totals['stall_cycles']} cycles, waited "
+                                   f"{totals['wait_cycles']})")
+    links = report["links"]
+    if links:
+        top = max(links.items(), key=lambda kv: kv[1]["wavelets"])
+        table.add_row("busiest link", f"{top[0]}: {top[1]['wavelets']} wavelets "
+                                      f"({top[1]['utilization']:.0%})")
+    table.add_row("simulation", f"{report['events']} events in {report['wall_seconds']:.2f} s")
+    console.print(table)
+    if report["mismatch"]:
+        console.print(f"[red]first mismatch:[/red] {report['mismatch']}")

@@ -1,0 +1,166 @@
+"""One verified run: load a PE module, its reference LAIR program and inputs, simulate,
+and compare every output with the reference interpreter.
+
+Integer-valued inputs (the default random inputs are) make every partial result of the
+examples exact in float16, so the outputs must then match the reference bit for bit;
+other inputs are compared with a tolerance for the different association of sums
+(relative 1e-2 for float16, 1e-5 for float32).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codegen.peir import PeModule
+from lair.diagnostics import InputError, SimulationError
+from lair.frontend import Program, load_program
+from lair.interp import check_inputs, random_inputs
+from lair.interp import run as reference_run
+from pesim.fabric import FabricConfig
+from pesim.parser import parse_module_file
+from pesim.sim import SimResult, TensorInfo, simulate
+from pesim.verify import verify_module
+
+TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    verified: bool
+    exact: bool  # exact equality was required
+    max_abs_error: float
+    mismatch: str | None  # the first element that differs, for the message
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    module: PeModule
+    module_path: Path | None
+    reference_path: Path | None
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    result: SimResult
+    comparison: Comparison
+
+
+def find_module(path: str | Path) -> Path:
+    """The ``.pe`` file named by ``path``: the file itself or the only one in a directory."""
+    path = Path(path)
+    if path.suffix == ".lair":
+        raise InputError(f"{path}: compiling .lair files is not implemented yet; pass a .pe "
+                         "module")
+    if path.is_dir():
+        found = sorted(path.glob("*.pe"))
+        if len(found) != 1:
+            listed = ", ".join(p.name for p in found) if found else "none"
+            raise InputError(f"{path} must hold exactly one .pe module; found {listed}")
+        return found[0]
+    if not path.exists():
+        raise InputError(f"no such file: {path}")
+    return path
+
+
+def load_module(path: str | Path, config: FabricConfig | None = None) -> PeModule:
+    """Parse and verify a PE module file (errors point into the file)."""
+    module, locations = parse_module_file(path)
+    verify_module(module, config, locations=locations)
+    return module
+
+
+def reference_path(module: PeModule, module_path: Path) -> Path:
+    if module.reference is None:
+        raise SimulationError(f"{module_path}: module {module.name} has no 'reference' line; "
+                              "pesim needs the LAIR program to check the outputs, e.g. "
+                              'reference "../gemv/gemv.lair" M=32 N=16')
+    return (module_path.parent / module.reference).resolve()
+
+
+def load_reference(module: PeModule, module_path: Path) -> tuple[Path, Program]:
+    path = reference_path(module, module_path)
+    if not path.exists():
+        raise InputError(f"{module_path}: the reference program {module.reference} does not "
+                         f"exist (looked for {path})")
+    return path, load_program(path, dict(module.params))
+
+
+def read_inputs(path: str | Path) -> dict[str, np.ndarray]:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"no such file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise InputError(f"{path} is a single array; expected an .npz archive with one "
+                                 "array per input tensor")
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputError(f"cannot read {path} as .npz: {exc}") from None
+
+
+def make_inputs(program: Program, *, inputs_path: str | Path | None = None, seed: int = 0
+                ) -> dict[str, np.ndarray]:
+    """The run's inputs: from an ``.npz`` (names and shapes checked) or random integers."""
+    if inputs_path is None:
+        return random_inputs(program.graph, seed)
+    return check_inputs(program.graph, read_inputs(inputs_path))
+
+
+def integer_valued(inputs: Mapping[str, np.ndarray]) -> bool:
+    return all(bool(np.all(np.isfinite(a) & (np.mod(a, 1) == 0))) for a in inputs.values())
+
+
+def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], *,
+            exact: bool) -> Comparison:
+    """Compare every expected output; report the largest absolute error."""
+    worst = 0.0
+    mismatch: str | None = None
+    for name, want in expected.items():
+        got = actual[name]
+        want64, got64 = want.astype(np.float64), got.astype(np.float64)
+        both_nan = np.isnan(want64) & np.isnan(got64)
+        same = (want64 == got64) | both_nan
+        diff = np.where(same, 0.0, np.abs(want64 - got64))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        if diff.size:
+            worst = max(worst, float(diff.max()))
+        if exact:
+            ok = same
+        else:
+            rtol, atol = TOLERANCE.get(str(want.dtype), TOLERANCE["float32"])
+            ok = same | np.isclose(got64, want64, rtol=rtol, atol=atol)
+        if mismatch is None and not bool(np.all(ok)):
+            where = tuple(int(i) for i in np.argwhere(~ok)[0])
+            at = "".join(f"[{i}]" for i in where)
+            mismatch = (f"{name}{at} = {float(got[where])}, expected {float(want[where])} "
+                        f"({int(np.count_nonzero(~ok))} of {ok.size} elements differ)")
+    return Comparison(mismatch is None, exact, worst, mismatch)
+
+
+def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
+               config: FabricConfig | None = None, module_path: Path | None = None,
+               reference: Path | None = None) -> RunOutcome:
+    """Simulate a verified module on ``inputs`` and compare with the reference program."""
+    graph = program.graph
+    checked = check_inputs(graph, inputs)
+    outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
+    result = simulate(module, checked, outputs, config=config)
+    values = reference_run(graph, checked)
+    expected = {t.name: values[t.name] for t in graph.outputs}
+    comparison = compare(expected, result.outputs, exact=integer_valued(checked))
+    return RunOutcome(module, module_path, reference, checked, expected, result, comparison)
+
+
+def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
+             config: FabricConfig | None = None) -> RunOutcome:
+    """Everything ``pesim MODULE.pe`` does before reporting."""
+    module_path = find_module(path)
+    module = load_module(module_path, config)
+    ref_path, program = load_reference(module, module_path)
+    inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
+    return run_module(module, program, inputs, config=config, module_path=module_path,
+                      reference=ref_path)

@@ -1,0 +1,36 @@
+"""Helpers for the pesim tests: build a module from text and simulate it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codegen.peir import PeModule
+from pesim.fabric import FabricConfig
+from pesim.parser import parse_module_text
+from pesim.sim import SimResult, TensorInfo, simulate
+from pesim.verify import verify_module
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMV_DIR = ROOT / "examples" / "handwritten" / "gemv_checkerboard"
+GEMV_PE = GEMV_DIR / "gemv_checkerboard.pe"
+
+
+def build(text: str, config: FabricConfig | None = None) -> PeModule:
+    module, locations = parse_module_text(text, "<test>")
+    verify_module(module, config, locations=locations)
+    return module
+
+
+def sim(text: str, inputs: Mapping[str, Any] | None = None,
+        outputs: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
+        **settings: Any) -> SimResult:
+    """Parse, verify and simulate; ``settings`` override FabricConfig fields."""
+    config = FabricConfig(**settings)
+    module = build(text, config)
+    arrays = {k: np.asarray(v) for k, v in (inputs or {}).items()}
+    specs = {k: TensorInfo(shape, dtype) for k, (shape, dtype) in (outputs or {}).items()}
+    return simulate(module, arrays, specs, config=config)

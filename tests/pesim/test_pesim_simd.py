@@ -1,0 +1,146 @@
+"""Every SIMD operation kind, strides, sequential semantics, and their cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pesim_support import sim
+
+from pesim.verify import ModuleError
+
+SIMD = """
+module ops
+mesh PE[1, 1]
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float16 a[8] load A;
+  array float16 b[8] load B;
+  array float16 c[8] load C store Y_fmac;
+  array float16 d[8] store Y_fmul;
+  array float16 e[8] store Y_fadd;
+  array float16 f[8] store Y_fsub;
+  array float16 g[8] store Y_fmax;
+  array float16 h[8] store Y_copy;
+  array float16 k[8] store Y_fill;
+  array float16 m[2][4] store Y_outer;
+  array float16 acc[1] store Y_dot;
+  array float32 s[8] load A store Y_shift;
+  simd mac [8]: c[i0] += a[i0] * b[i0];
+  simd mul [8]: d[i0] = a[i0] * b[i0];
+  simd add [8]: e[i0] = a[i0] + b[i0];
+  simd sub [8]: f[i0] = a[i0] - b[i0];
+  simd mx [8]: g[i0] = max(a[i0], b[i0]);
+  simd rev [8]: h[i0] = a[-1*i0];
+  simd fil [8]: k[i0] = scalar;
+  simd outer [2, 4]: m[4*i0 + i1] = a[i1] * b[i0];
+  simd dot [8]: acc[0] += a[i0] * b[i0];
+  simd spread [4]: s[2*i0] = s[i0];
+  task main {
+    run mac {c: 0, a: 0, b: 0};
+    run mul {d: 0, a: 0, b: 0};
+    run add {e: 0, a: 0, b: 0};
+    run sub {f: 0, a: 0, b: 0};
+    run mx {g: 0, a: 0, b: 0};
+    run rev {h: 0, a: 7};
+    run fil {k: 0} (0.5 * 3.0);
+    run outer {m: 0, a: 0, b: 0};
+    run dot {acc: 0, a: 0, b: 0};
+    run spread {s: 0};
+  }
+}
+"""
+
+OUTPUTS = {name: ((8,), "float16") for name in
+           ("Y_fmac", "Y_fmul", "Y_fadd", "Y_fsub", "Y_fmax", "Y_copy", "Y_fill")}
+OUTPUTS["Y_outer"] = ((2, 4), "float16")
+OUTPUTS["Y_dot"] = ((1,), "float16")
+
+
+def test_more_configurations_than_the_engine_holds_are_rejected() -> None:
+    a = np.ones(8, np.float16)
+    with pytest.raises(ModuleError, match="sets up 10 SIMD configurations"):
+        sim(SIMD, {"A": a, "B": a, "C": a}, OUTPUTS)
+
+
+def test_every_simd_operation_against_numpy() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=8).astype(np.float16)
+    b = rng.normal(size=8).astype(np.float16)
+    c = rng.normal(size=8).astype(np.float16)
+    outputs = dict(OUTPUTS)
+    outputs["Y_shift"] = ((8,), "float32")
+    result = sim(SIMD, {"A": a, "B": b, "C": c}, outputs, max_simd_configs=10)
+    y = result.outputs
+    assert np.array_equal(y["Y_fmac"], c + a * b)
+    assert np.array_equal(y["Y_fmul"], a * b)
+    assert np.array_equal(y["Y_fadd"], a + b)
+    assert np.array_equal(y["Y_fsub"], a - b)
+    assert np.array_equal(y["Y_fmax"], np.maximum(a, b))
+    assert np.array_equal(y["Y_copy"], a[::-1])
+    assert np.array_equal(y["Y_fill"], np.full(8, np.float16(0.5) * np.float16(3.0)))
+    assert np.array_equal(y["Y_outer"], np.outer(b[:2], a[:4]).astype(np.float16))
+    dot = np.float16(0)
+    for x, z in zip(a, b, strict=True):
+        dot = np.float16(dot + np.float16(x * z))  # in domain order, rounding each step
+    assert y["Y_dot"][0] == dot
+
+
+def test_instructions_that_read_their_own_writes_run_in_order() -> None:
+    a = np.arange(1, 9, dtype=np.float16)
+    outputs = dict(OUTPUTS)
+    outputs["Y_shift"] = ((8,), "float32")
+    result = sim(SIMD, {"A": a, "B": a, "C": a}, outputs, max_simd_configs=10)
+    # s[2k] = s[k] for k = 0..3 in order: s[4] reads s[2] after k = 1 wrote it
+    assert result.outputs["Y_shift"].tolist() == [1, 2, 2, 4, 2, 6, 4, 8]
+
+
+def test_simd_cost_adds_up() -> None:
+    a = np.ones(8, np.float16)
+    outputs = dict(OUTPUTS)
+    outputs["Y_shift"] = ((8,), "float32")
+    result = sim(SIMD, {"A": a, "B": a, "C": a}, outputs, max_simd_configs=10)
+    configure = 10 * 8
+    float16_runs = 9 * (4 + 2)  # eight elements each (outer: 2 x 4)
+    scalar = 1  # the multiplication in the fill's scalar
+    spread = 4 + 4  # float32 destination: one element per cycle
+    assert result.cycles == configure + float16_runs + scalar + spread
+    stats = result.pes[(0, 0)]
+    assert stats.simd_instructions == 10
+    assert stats.simd_ops == 9 * 8 + 4
+
+
+def test_simd_in_and_out_on_one_pe_pair_chain() -> None:
+    # a copy from fabric to fabric, float32 (no array operand): one element per cycle
+    text = """
+module relay
+mesh PE[3, 1]
+input x dense color 0 { x[i = 0:4] -> [PE[-1, 0] -> index[i]] }
+output y dense color 3 { y[i = 0:4] -> [PE[3, 0] -> index[i]] }
+program left origin PE[0, 0] pes { PE[0, 0] }
+{
+  route 0: W -> RAMP;
+  route 1: RAMP -> E;
+  simd fwd [5]: out(1) = in(0);
+  task main {
+    run fwd {};
+  }
+}
+program mid origin PE[1, 0] pes { PE[0, 0] }
+{
+  array float16 bias[5] load B;
+  route 1: W -> RAMP;
+  route 3: RAMP -> E;
+  simd add [5]: out(3) = in(1) + bias[i0];
+  task main {
+    run add {bias: 0};
+  }
+}
+program right origin PE[2, 0] pes { PE[0, 0] }
+{
+  route 3: W -> E;
+}
+"""
+    x = np.array([1, 2, 3, 4, 5], np.float16)
+    bias = np.array([10, 20, 30, 40, 50], np.float16)
+    result = sim(text, {"x": x, "B": bias}, {"y": ((5,), "float16")})
+    assert np.array_equal(result.outputs["y"], x + bias)
