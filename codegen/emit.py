@@ -306,6 +306,10 @@ class _ComputeBuilder:
         if local.resident_output:
             store = local.tensor
             written = self._written(local.tensor)
+            for red in self.tg.reductions:
+                if red.tensor == local.tensor and written is not None:
+                    written, keeps = poly.align_params(written, red.last)
+                    written = written.intersect_params(keeps).coalesce()  # the totals only
             store_set = str(written) if written is not None else None
         return Array(local.name, local.dtype, local.size, exprs,
                      local.tensor if local.resident_input else None, None, store, store_set)
