@@ -147,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DtgError as err:
         print(err.format(), file=sys.stderr)
         return 1
+    except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
+        print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
+              "please report it with the input that caused it", file=sys.stderr)
+        return 2
     sys.stdout.write(output)
     return 0
 

@@ -108,11 +108,12 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
     """A quasi-affine function of the parameters as a PE-code expression."""
     value, context = value.align_params(context.get_space()), context.align_params(
         value.get_space())
-    value = value.gist_params(context).coalesce()
-    extreme = _as_extreme(value, context)
-    if extreme is not None:
-        return extreme
-    return normalize(to_iexpr(build(context).expr_from_pw_aff(value)))
+    for candidate in (value, value.gist_params(context).coalesce()):
+        extreme = _as_extreme(candidate, context)
+        if extreme is not None:
+            return extreme
+    return normalize(to_iexpr(build(context).expr_from_pw_aff(
+        value.gist_params(context).coalesce())))
 
 
 def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:
@@ -124,11 +125,12 @@ def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:
         return None
     domain = value.domain()
     whole = [isl.PwAff.from_aff(a).intersect_domain(domain) for a in pieces]
+    known = value.intersect_params(context)
     for op in ("max", "min"):
         combined = whole[0]
         for other in whole[1:]:
             combined = combined.max(other) if op == "max" else combined.min(other)
-        if combined.is_equal(value):
+        if combined.intersect_params(context).is_equal(known):
             exprs = [normalize(to_iexpr(build(context).expr_from_pw_aff(
                 isl.PwAff.from_aff(a)))) for a in pieces]
             result = exprs[0]

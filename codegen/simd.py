@@ -453,4 +453,17 @@ def linear_access(access: isl.Map, to_local: isl.MultiAff, shape: tuple[int, ...
                     for k in range(n))
     base = isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
         origin.align_params(flat.get_space()))
-    return strides, base, pw_aff_expr(base, context)
+    # The base as (flat offset at i = 0) + sum(stride * origin): each origin coordinate
+    # prints as a min/max where the composed piecewise base would need a conditional.
+    zeroed = flat
+    for k in range(n):
+        zeroed = zeroed.set_coefficient_val(isl.dim_type.in_, k, isl.Val.int_from_si(
+            flat.get_ctx(), 0))
+    at_zero = isl.PwAff.from_aff(zeroed.drop_dims(isl.dim_type.in_, 0, n)
+                                 ).project_domain_on_params()
+    expr: IExpr = pw_aff_expr(at_zero, context)
+    for k, stride in enumerate(strides):
+        if stride:
+            expr = IBin("+", expr, IBin("*", IConst(stride),
+                                        pw_aff_expr(origin.get_at(k), context)))
+    return strides, base, normalize(expr)

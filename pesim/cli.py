@@ -1,7 +1,8 @@
 """``pesim``: simulate a PE module on the mesh and check it against its reference program.
 
-    pesim MODULE.pe | OUTDIR [--inputs IN.npz] [--outputs OUT.npz] [--seed N]
-                             [--config FABRIC.toml] [--report FILE.json]
+    pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd]
+          [--inputs IN.npz] [--outputs OUT.npz] [--seed N] [--config FABRIC.toml]
+          [--report FILE.json]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
 error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch).
@@ -19,9 +20,10 @@ import numpy as np
 from rich.console import Console
 
 from lair.diagnostics import DtgError, InputError, SimulationError
+from lair.specialize import parse_param
 from pesim.fabric import FabricConfig, load_config
 from pesim.report import build_report, print_summary, write_report
-from pesim.run import run_file
+from pesim.run import run_file, run_program
 
 
 class UsageError(DtgError):
@@ -38,8 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pesim",
         description="Simulate a PE module (the text dtg-codegen emits) on a PE mesh, check "
                     "its outputs against the reference LAIR program and report cycles.")
-    parser.add_argument("module", metavar="MODULE.pe|OUTDIR",
-                        help="a .pe module, or a directory holding exactly one")
+    parser.add_argument("module", metavar="MODULE.pe|OUTDIR|PROG.lair",
+                        help="a .pe module, a directory holding exactly one, or a LAIR "
+                             "program to compile first")
+    parser.add_argument("-m", "--mapping", metavar="MAP",
+                        help="with PROG.lair: the mapping (default: the .map file beside it)")
+    parser.add_argument("--param", action="append", default=[], metavar="K=V",
+                        help="with PROG.lair: bind a size or type parameter")
+    parser.add_argument("--no-simd", action="store_true",
+                        help="with PROG.lair: compile without SIMD instructions")
     parser.add_argument("--inputs", metavar="IN.npz",
                         help="input tensors by name (default: random integers from --seed)")
     parser.add_argument("--seed", type=int, default=None, metavar="N",
@@ -67,8 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--inputs and --seed exclude each other: the seed only makes "
                              "random inputs")
         config = load_config(args.config) if args.config else FabricConfig()
-        outcome = run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0,
-                           config=config)
+        if Path(args.module).suffix == ".lair":
+            params = dict(parse_param(p) for p in args.param)
+            outcome = run_program(args.module, mapping_path=args.mapping, params=params,
+                                  simd=not args.no_simd, inputs_path=args.inputs,
+                                  seed=args.seed or 0, config=config)
+        else:
+            if args.mapping or args.param or args.no_simd:
+                raise UsageError("-m, --param and --no-simd apply to a .lair program only")
+            outcome = run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0,
+                               config=config)
         report = build_report(outcome)
         if args.report:
             write_report(args.report, report)
@@ -81,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DtgError as err:
         print(err.format(), file=sys.stderr)
         return 1
+    except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
+        print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
+              "please report it with the input that caused it", file=sys.stderr)
+        return 2
     return 0
 
 

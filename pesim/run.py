@@ -22,7 +22,7 @@ from lair.frontend import Program, load_program
 from lair.interp import check_inputs, random_inputs
 from lair.interp import run as reference_run
 from pesim.fabric import FabricConfig
-from pesim.parser import parse_module_file
+from pesim.parser import parse_module_file, parse_module_text
 from pesim.sim import SimResult, TensorInfo, simulate
 from pesim.verify import verify_module
 
@@ -51,9 +51,6 @@ class RunOutcome:
 def find_module(path: str | Path) -> Path:
     """The ``.pe`` file named by ``path``: the file itself or the only one in a directory."""
     path = Path(path)
-    if path.suffix == ".lair":
-        raise InputError(f"{path}: compiling .lair files is not implemented yet; pass a .pe "
-                         "module")
     if path.is_dir():
         found = sorted(path.glob("*.pe"))
         if len(found) != 1:
@@ -164,3 +161,22 @@ def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: i
     inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
     return run_module(module, program, inputs, config=config, module_path=module_path,
                       reference=ref_path)
+
+
+def run_program(path: str | Path, *, mapping_path: str | None = None,
+                params: Mapping[str, int | str] | None = None, simd: bool = True,
+                inputs_path: str | Path | None = None, seed: int = 0,
+                config: FabricConfig | None = None) -> RunOutcome:
+    """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
+    prints (printed and parsed again, as a module file would be)."""
+    from codegen.driver import compile_file
+    from codegen.peprint import module as print_module
+
+    compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd)
+    assert compiled.module is not None
+    text = print_module(compiled.module)
+    module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")
+    verify_module(module, config, locations=locations)
+    inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
+    return run_module(module, compiled.program, inputs, config=config,
+                      reference=Path(path).resolve())

@@ -117,8 +117,8 @@ def test_unreadable_npz_is_an_error(cli, tmp_path: Path) -> None:
     ([GEMV_PE, "--inputs", "missing.npz"], "no such file: missing.npz"),
     ([GEMV_PE, "--config", "missing.toml"], "no such file: missing.toml"),
     ([GEMV_PE, "--inputs", "x.npz", "--seed", "1"], "--inputs and --seed exclude each other"),
-    (["examples/gemv/gemv.lair"], "compiling .lair files is not implemented yet; pass a .pe "
-                                  "module"),
+    (["missing.lair"], "no such file: missing.lair"),
+    ([GEMV_PE, "--no-simd"], "-m, --param and --no-simd apply to a .lair program only"),
     ([], "the following arguments are required"),
 ])
 def test_usage_and_missing_files(cli, args: list[str], message: str) -> None:
