@@ -55,6 +55,16 @@ NUMPY = {"float16": np.float16, "float32": np.float32}
 END = None  # the end-of-sequence mark travels as ``None`` in place of a wavelet tuple
 
 
+def arithmetic(e: FExpr) -> int:
+    """Floating-point operations in a value expression (for the share done by SIMD)."""
+    match e:
+        case FBin(_, lhs, rhs):
+            return 1 + arithmetic(lhs) + arithmetic(rhs)
+        case FNeg(operand):
+            return 1 + arithmetic(operand)
+    return 0
+
+
 class CycleLimitError(SimulationError):
     """The run went past the configured cycle limit."""
 
@@ -242,12 +252,14 @@ class ProgramCode:
             else:
                 a[i] = np.maximum(a[i], v)
 
+        flops = arithmetic(s.value) + (0 if kind == "=" else 1)
         if has_recv(s.value):
             value_gen = self.fexpr_gen(s.value, dtype)
 
             def store_gen(core: Core) -> Gen:
                 v = yield from value_gen(core)
                 core.charge(cost)
+                core.flops += flops
                 write(core, v)
             return Code(None, store_gen)
         value, value_cost = self.fexpr(s.value, dtype)
@@ -255,6 +267,7 @@ class ProgramCode:
 
         def store(core: Core) -> None:
             core.charge(total)
+            core.flops += flops
             write(core, value(core))
         return Code(store, None)
 
@@ -332,12 +345,14 @@ class ProgramCode:
         index = compile_iexpr(s.index) if s.index is not None else None
         index_cost = self.config.scalar_op * (iexpr_ops(s.index) if s.index is not None else 0)
         f32 = np.float32
+        flops = arithmetic(s.value)
         if has_recv(s.value):
             value_gen = self.fexpr_gen(s.value, f32)
 
             def send_recv(core: Core) -> Gen:
                 v = yield from value_gen(core)
                 core.charge(index_cost)
+                core.flops += flops
                 i = index(core.env) if index is not None else None
                 yield from core.send(color, (float(v), i))
             return Code(None, send_recv)
@@ -346,6 +361,7 @@ class ProgramCode:
 
         def send(core: Core) -> Gen:
             core.charge(cost)
+            core.flops += flops
             i = index(core.env) if index is not None else None
             yield from core.send(color, (float(value(core)), i))
         return Code(None, send)

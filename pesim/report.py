@@ -13,8 +13,8 @@ from lair.diagnostics import InputError
 from pesim.run import RunOutcome
 from pesim.sim import PeStats
 
-PE_FIELDS = ("busy", "simd_ops", "simd_instructions", "scalar_ops", "wavelets_sent",
-             "stall_cycles", "wait_cycles", "tasks_run")
+PE_FIELDS = ("busy", "simd_ops", "simd_instructions", "simd_flops", "scalar_ops",
+             "scalar_flops", "wavelets_sent", "stall_cycles", "wait_cycles", "tasks_run")
 
 
 def pe_key(pe: tuple[int, int]) -> str:
@@ -89,7 +89,12 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
         share = busiest[1]["busy"] / report["cycles"] if report["cycles"] else 0.0
         table.add_row("busiest PE", f"PE[{busiest[0]}]: {busiest[1]['busy']} busy cycles "
                                     f"({share:.0%})")
-    table.add_row("SIMD / scalar ops", f"{totals['simd_ops']} / {totals['scalar_ops']}")
+    arithmetic = totals["simd_flops"] + totals["scalar_flops"]
+    share = totals["simd_flops"] / arithmetic if arithmetic else 0.0
+    table.add_row("arithmetic", f"{totals['simd_flops']} by SIMD + {totals['scalar_flops']} "
+                                f"scalar flops ({share:.0%} SIMD; {totals['simd_ops']} SIMD "
+                                "element operations)")
+    table.add_row("scalar code", f"{totals['scalar_ops']} cycles")
     table.add_row("wavelets sent", f"{totals['wavelets_sent']} (stalled "
                                    f"{totals['stall_cycles']} cycles, waited "
                                    f"{totals['wait_cycles']})")

@@ -45,6 +45,10 @@ MAX_SIMD_ELEMENTS = 1 << 24
 MAX_LISTED = 4  # items of each kind listed in an error
 
 
+# Floating-point operations per element of each SIMD operation.
+FLOPS = {"fmac": 2, "fmul": 1, "fadd": 1, "fsub": 1, "fmax": 1, "copy": 0, "fill": 0}
+
+
 class DeadlockError(SimulationError):
     """The run cannot go on: cores or wavelets wait for something that never comes."""
 
@@ -66,6 +70,8 @@ class PeStats:
     stall_cycles: int  # sends and out(c) waiting for buffer space
     wait_cycles: int  # recv and in(c) waiting for wavelets
     tasks_run: int  # dispatched tasks (main not counted)
+    scalar_flops: int = 0  # floating-point operations done by scalar code
+    simd_flops: int = 0  # floating-point operations done by SIMD (fmac counts 2, copies 0)
 
 
 @dataclass(frozen=True)
@@ -405,7 +411,8 @@ class Core:
         self.waiting: str | None = None
         self.start: int | None = None
         self.end: int | None = None
-        self.busy = self.scalar = self.simd_ops = self.simd_runs = 0
+        self.busy = self.scalar = self.simd_ops = self.simd_runs = self.flops = 0
+        self.simd_flops = 0
         self.sent = self.stall = self.wait = self.tasks_run = 0
 
     # ------------------------------------------------------------------ helpers
@@ -632,6 +639,7 @@ class Core:
         self.clock += cost
         self.busy += cost
         self.simd_ops += var.ops
+        self.simd_flops += var.ops * FLOPS[info.config.op]
         self.simd_runs += 1
         config = info.config
         dtype = NUMPY[info.dtype]
@@ -724,6 +732,7 @@ class Core:
         dst = self.flat[config.dst.array] if config.dst.kind == "array" else None  # type: ignore[index]
         self.busy += cost
         self.simd_ops += var.ops
+        self.simd_flops += var.ops * FLOPS[config.op]
         self.simd_runs += 1
         first = self.now() + self.config.simd_startup
         last = first
@@ -794,7 +803,8 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
 
 def core_stats(core: Core) -> PeStats:
     return PeStats(core.code.program.name, core.busy, core.simd_ops, core.simd_runs,
-                   core.scalar, core.sent, core.stall, core.wait, core.tasks_run)
+                   core.scalar, core.sent, core.stall, core.wait, core.tasks_run, core.flops,
+                   core.simd_flops)
 
 
 class _Run:
