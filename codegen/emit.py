@@ -288,9 +288,6 @@ class _ComputeBuilder:
                 main.extend(finish)
         tasks.insert(0, Task("main", "main", tuple(main)))
         arrays = tuple(self._array(a) for a in self.memory.arrays)
-        if len(self.configs) > 8:
-            raise CodegenError(f"the compute PEs need {len(self.configs)} SIMD configurations, "
-                               "more than the 8 a PE has; compile with --no-simd")
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
                          tuple(tasks))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from codegen.emit import emit
-from codegen.peir import PeModule
+from codegen.peir import MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
 from lair.diagnostics import CodegenError, UnsupportedMappingError
 from lair.frontend import Program
@@ -70,13 +70,41 @@ def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
     return memory
 
 
+def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
+                        simd: bool, name: str, reference: str | None,
+                        params: Sequence[tuple[str, int | str]],
+                        max_configs: int = MAX_SIMD_CONFIGS
+                        ) -> tuple[PeModule, dict[str, SimdDecision]]:
+    """Emit the module; while a program needs more SIMD configurations than a PE has,
+    turn the task with the most variants back into scalar code, recording why (§5.4)."""
+    while True:
+        module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
+                      simd=simd)
+        needed = max((sum(len(c.variants) for c in p.configs) for p in module.programs),
+                     default=0)
+        if needed <= max_configs:
+            return module, decisions
+        used = [(len(d.variants), task) for task, d in decisions.items() if d.used]
+        if not used:
+            raise CodegenError(f"the compute PEs need {needed} SIMD configurations for "
+                               f"initialization and outputs alone, more than the "
+                               f"{max_configs} a PE has; compile with --no-simd")
+        _, task = max(used)
+        d = decisions[task]
+        decisions = {**decisions, task: replace(
+            d, used=False, reason=f"the PE would need {needed} SIMD configurations, more "
+            f"than the {max_configs} it has ({d.reason} was possible)")}
+
+
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
                     simd: bool = True, name: str = "program", reference: str | None = None,
-                    params: Sequence[tuple[str, int | str]] = ()) -> Compilation:
-    """Run the back end (task graph, memory, SIMD, code) up to ``stop``."""
+                    params: Sequence[tuple[str, int | str]] = (),
+                    max_configs: int = MAX_SIMD_CONFIGS) -> Compilation:
+    """Run the back end (task graph, memory, SIMD, code) up to ``stop``; ``max_configs``
+    is the number of SIMD configurations a PE holds."""
     try:
         return _compile(program, mapping, stop=stop, simd=simd, name=name, reference=reference,
-                        params=params)
+                        params=params, max_configs=max_configs)
     except UnsupportedMappingError as err:
         if err.loc is None and err.subject is not None:
             err.loc = mapping.loc_of(err.subject)
@@ -84,7 +112,8 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
 
 
 def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
-             reference: str | None, params: Sequence[tuple[str, int | str]]) -> Compilation:
+             reference: str | None, params: Sequence[tuple[str, int | str]],
+             max_configs: int) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
@@ -95,11 +124,11 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
         result = Compilation(program, mapping, tg, memory, simd=simd)
         if stop != "memory":
             decisions, memory = simd_decisions(tg, memory, simd=simd)
-            module = None
-            if stop == "code":
-                module = emit(tg, memory, decisions, name=name, reference=reference,
-                              params=params, simd=simd)
-            result = Compilation(program, mapping, tg, memory, decisions, module, simd)
+            module, decisions = _fit_configurations(
+                tg, memory, decisions, simd=simd, name=name, reference=reference,
+                params=params, max_configs=max_configs)
+            result = Compilation(program, mapping, tg, memory, decisions,
+                                 module if stop == "code" else None, simd)
     seconds = time.perf_counter() - start
     return Compilation(result.program, result.mapping, result.tasks, result.memory,
                        result.decisions, result.module, simd, seconds)

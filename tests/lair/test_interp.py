@@ -113,3 +113,20 @@ def test_random_1d_convolutions(filters: int, width: int, n: int, seed: int) -> 
     x, W = inputs["x"].astype(np.float64), inputs["W"].astype(np.float64)
     expected = np.array([[x[w:w + width] @ W[k] for w in range(out_n)] for k in range(filters)])
     np.testing.assert_array_equal(run(graph, inputs)["y"], expected)
+
+
+def test_conv1d_filter_gradient() -> None:
+    graph = load("conv1d_filter_grad")
+    inputs = random_inputs(graph, 6)
+    x, dy = inputs["x"].astype(np.float64), inputs["dy"].astype(np.float64)
+    expected = np.array([[sum(x[w + r] * dy[k, w] for w in range(14)) for r in range(3)]
+                         for k in range(2)])
+    np.testing.assert_array_equal(run(graph, inputs)["dW"], expected)
+
+
+def test_every_example_is_covered_here() -> None:
+    from conftest import EXAMPLE_PROGRAMS
+
+    covered = {"gemv", "ff", "train", "conv1d", "conv2d", "conv2d_degenerate",
+               "conv1d_filter_grad"}
+    assert {p.stem for p in EXAMPLE_PROGRAMS} <= covered

@@ -1,0 +1,120 @@
+"""The SIMD cases of the paper's §5 on the convolution examples, compared by meaning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import islpy as isl
+from conftest import EXAMPLES
+
+from codegen.driver import compile_file
+from codegen.pipeline import compile_mapping
+from lair.diagnostics import CodegenError
+from lair.frontend import load_program
+from mapping.spec import parse_mapping_file
+from mapping.validate import validate_mapping
+from pesim.run import run_program
+
+
+def same(a: isl.Set | isl.Map, b: isl.Set | isl.Map) -> bool:
+    a, b = a.align_params(b.get_space()), b.align_params(a.get_space())
+    return bool(a.is_equal(b))
+
+
+def test_conv2d_compression_is_eq_28_with_a_box_hull() -> None:
+    c = compile_file(EXAMPLES / "conv2d" / "conv2d.lair")
+    assert c.decisions is not None and c.memory is not None
+    d = c.decisions["C_on_x"]
+    assert d.used and d.case == "box_hull" and d.sizes == (3, 3)
+    assert d.compression is not None
+    eq28 = isl.Map("[PE_Y, index_0, index] -> "
+                   "{ [i0, i1] -> C[PE_Y, index_0 - i0, index - i1, i0, i1] }")
+    assert same(d.compression, eq28)
+    y = c.memory.of("y")
+    assert y is not None and y.size == (1, 18, 18)
+
+
+def test_degenerate_compression_is_eq_33() -> None:
+    c = compile_file(EXAMPLES / "conv2d_degenerate" / "conv2d_degenerate.lair")
+    assert c.decisions is not None
+    d = c.decisions["C_on_x"]
+    assert d.used and d.sizes == (2, 1)
+    assert d.compression is not None
+    eq33 = isl.Map("[PE_Y, index_0, index_1, index] -> "
+                   "{ [i0, i1] -> C[i0, index_0 - 4i1, index_1, index + 2PE_Y + 4i1] }")
+    assert same(d.compression, eq33)
+
+
+def test_size_enumeration_when_extras_would_overwrite_results() -> None:
+    c = compile_file(EXAMPLES / "conv1d_filter_grad" / "conv1d_filter_grad.lair")
+    assert c.decisions is not None and c.module is not None
+    d = c.decisions["CG_on_x"]
+    assert d.used and d.case == "enumerated"
+    assert d.variants == ((1,), (2,), (3,))
+    assert d.size_ids == (((0,), (1,)), ((1,), (2,)), ((2,), (3,)))
+    (config,) = [cfg for p in c.module.programs for cfg in p.configs if cfg.name == "simd_CG_on_x"]
+    assert config.variants == ((1,), (2,), (3,))
+
+
+def _write(tmp: Path, lair: str, mapping: str) -> Path:
+    (tmp / "p.lair").write_text(lair)
+    (tmp / "p.map").write_text(mapping)
+    return tmp / "p.lair"
+
+
+def test_more_than_four_dimensions_get_outer_loops(tmp_path: Path) -> None:
+    program = _write(tmp_path, """
+        lair T(): float32 x[3], float32 W[2][2][2][2][2] -> float32 z[2][2][2][2][2]
+        { all (a, b, c, d, e, n) in (2, 2, 2, 2, 2, 3)
+            z[a][b][c][d][e] += x[n] * W[a][b][c][d][e] }
+        """, """
+        rectangle { PE[1, 1] }
+        placement { T[a, b, c, d, e, n] -> PE[0, 0] }
+        input x sparse { x[n = 0:2] -> [PE[0, -1] -> index[n]] }
+        input W resident
+        output z resident
+        """)
+    c = compile_file(program)
+    assert c.decisions is not None
+    d = c.decisions["T_on_x"]
+    assert d.used and d.sizes == (2, 2, 2, 2) and d.outer_names == ("o0",)
+    for simd in (True, False):
+        assert run_program(program, simd=simd).comparison.verified
+
+
+def test_too_many_configurations_fall_back_to_scalar() -> None:
+    program = load_program(EXAMPLES / "gemv" / "gemv.lair")
+    mapping = validate_mapping(parse_mapping_file(EXAMPLES / "gemv" / "gemv.map"),
+                               program.model)
+    # The fill and the three roles of the reduction chain take 4 configurations.
+    c = compile_mapping(program, mapping, max_configs=4)
+    assert c.decisions is not None and c.module is not None
+    d = c.decisions["gemv_on_x"]
+    assert not d.used and "would need 5 SIMD configurations, more than the 4" in d.reason
+    assert sum(len(cfg.variants) for p in c.module.programs for cfg in p.configs) == 4
+    try:
+        compile_mapping(program, mapping, max_configs=3)
+    except CodegenError as err:
+        assert "for initialization and outputs alone" in err.message
+    else:
+        raise AssertionError("expected an error")
+
+
+def test_local_memory_overflow_is_reported(tmp_path: Path) -> None:
+    program = _write(tmp_path, """
+        lair g(): float16 W[256][128], float16 x[128] -> float16 y[256]
+        { all (i, j) in (256, 128) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[1, 1] }
+        placement { g[i, j] -> PE[0, 0] }
+        input x sparse { x[j = 0:127] -> [PE[0, -1] -> index[j]] }
+        input W resident
+        output y resident
+        """)
+    try:
+        compile_file(program)
+    except CodegenError as err:
+        assert "need 66048 bytes (W_local 65536 B, y_local 512 B), more than its 49152" \
+            in err.message
+    else:
+        raise AssertionError("expected a memory error")
