@@ -80,14 +80,16 @@ NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
 
 def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, name: str,
          reference: str | None, params: Sequence[tuple[str, int | str]] = (),
-         simd: bool = True) -> PeModule:
-    """The PE module for a planned task graph; ``simd=False`` gives scalar code only."""
+         simd: bool = True, simd_fill: bool = True, simd_output: bool = True) -> PeModule:
+    """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
+    ``simd_fill``/``simd_output`` use SIMD for initialization and output tasks."""
     streams = [StreamIO("input", s.tensor, s.kind, f.external_color, str(s.relation))
                for f in tg.inputs for s in [tg.mapping.stream(f.tensor)] if s is not None]
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
-    programs = [_adapter_program(flow) for flow in tg.inputs if flow.adapter is not None]
-    programs.append(_ComputeBuilder(tg, memory, decisions, simd).build())
+    programs = _adapter_programs(tg)
+    programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
+                                    simd and simd_output).build())
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -183,7 +185,35 @@ def _bind_pe(rel: isl.Map) -> isl.Set:
 # ---------------------------------------------------------------------- adapters
 
 
-def _adapter_program(flow: InputFlow) -> PeProgram:
+def _adapter_programs(tg: TaskGraph) -> list[PeProgram]:
+    """One program per adapter line: the spreading of each stream that needs it, and
+    routes through the line for the other streams that cross it."""
+    programs = []
+    for region in {f.adapter.region for f in tg.inputs if f.adapter is not None}:
+        flows = [f for f in tg.inputs if f.adapter is not None and f.adapter.region == region]
+        side = flows[0].adapter.side  # type: ignore[union-attr]
+        routes: list[Route] = []
+        ints: list[IntVar] = []
+        tasks: list[Task] = [Task("main", "main", ())]
+        for flow in flows:
+            r, i, t = _spread(flow)
+            routes.extend(r)
+            ints.extend(i)
+            tasks.extend(t)
+        for other in tg.inputs:
+            if other.adapter is None and other.side == side:
+                routes.append(Route(other.color, ENTRY_PORT[side], (FLOW_PORT[side],)))
+        for out in tg.outputs:
+            if out.side == side:
+                routes.append(Route(out.color, OPPOSITE[side], (side,)))
+        name = "adapters_" + "_".join(f.tensor for f in flows)
+        programs.append(PeProgram(name, (region.x0, region.y0), str(region.pes()),
+                                  ints=tuple(ints), routes=tuple(routes), tasks=tuple(tasks)))
+    return programs
+
+
+def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
+    """Routes, counters and tasks of adapters spreading ``flow`` (eq. (5))."""
     a = flow.adapter
     assert a is not None
     if flow.index_dims != 1:
@@ -231,13 +261,11 @@ def _adapter_program(flow: InputFlow) -> PeProgram:
         body = list(substitute_stmts(_guarded(target, [Send(flow.color, FValue())]),
                                      {"index": index}))
         body.append(SetInt(counter, "+=", IConst(1)))
-    tasks = (
-        Task("main", "main", ()),
+    tasks = [
         Task(f"spread_{flow.tensor}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
         Task(f"end_{flow.tensor}", "control", (SendEnd(flow.color),), a.in_color),
-    )
-    return PeProgram(f"adapters_{flow.tensor}", (a.region.x0, a.region.y0), str(a.region.pes()),
-                     ints=tuple(ints), routes=tuple(routes), tasks=tasks)
+    ]
+    return routes, ints, tasks
 
 
 # ------------------------------------------------------------------- compute PEs
@@ -249,6 +277,8 @@ class _ComputeBuilder:
     memory: Memory
     decisions: dict[str, SimdDecision]
     simd: bool
+    simd_fill: bool
+    simd_output: bool
     configs: list[SimdConfig] = field(default_factory=list)
     ints: list[IntVar] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
@@ -260,9 +290,6 @@ class _ComputeBuilder:
     def build(self) -> PeProgram:
         tasks: list[Task] = []
         main: list[Stmt] = list(self._init())
-        for t in self.tg.tasks:
-            if t.kind == "compute" and t.trigger is None:
-                main.extend(self._compute(t.name))
         finish = self._finish()
         flows = self.tg.inputs
         # With one stream that reaches every PE and ends with one mark, that mark is the
@@ -334,7 +361,7 @@ class _ComputeBuilder:
                 continue
             neutral = FConst(NEUTRAL[pstmt.stmt.op])
             size = local.size
-            if self.simd and 0 < len(size) <= 4:
+            if self.simd_fill and 0 < len(size) <= 4:
                 name = f"fill_{local.name}"
                 self.configs.append(SimdConfig(
                     name, "fill", (size,), SimdOperand("array", local.name, row_major(size)),
@@ -446,6 +473,8 @@ class _ComputeBuilder:
         """The data task of a stream and the control task of its end marks; ``done`` runs
         when the PE has seen all the end marks it waits for."""
         body: list[Stmt] = []
+        if flow.tensor in self.tg.buffered:
+            body.extend(self._keep(flow))
         for t in self.tg.tasks:
             if t.kind == "compute" and t.trigger == flow.tensor:
                 body.extend(self._compute(t.name))
@@ -479,6 +508,34 @@ class _ComputeBuilder:
         return [Task(f"on_{flow.tensor}", "data", tuple(data), flow.color, flow.kind == "sparse"),
                 Task(f"end_{flow.tensor}", "control", tuple(control), flow.color)]
 
+    def _keep(self, flow: InputFlow) -> list[Stmt]:
+        """Store the arriving element in the local array, where this PE needs it."""
+        local = self.memory.of(flow.tensor)
+        if local is None:
+            raise CodegenError(f"'{flow.tensor}' is kept in memory but has no local array")
+        ext = flow.relation.range_factor_domain()
+        keep = 0 if flow.side in VERTICAL else 1
+        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
+            ext.get_space().range(), ext.get_space().range())).equate(
+            isl.dim_type.in_, keep, isl.dim_type.out, keep)
+        reaching = _bind_pe(ext.apply_range(line).intersect_range(flow.lines).reverse())
+        order = flow.order.reverse()
+        with_index = order.bind_domain(poly.multi_id(order.get_space().domain(),
+                                                     poly.index_names(flow.index_dims)))
+        needed = _bind_pe(local.array.per_pe)
+        arriving, with_index = poly.align_params(reaching, with_index)
+        arriving = arriving.intersect(with_index)
+        arriving, needed = poly.align_params(arriving, needed)
+        kept = arriving.intersect(needed)
+        context = flow.arrival_context()
+        where = condition_of(kept.params(), context)
+        element = kept.as_pw_multi_aff()
+        offset = local.offset_aff()
+        index = tuple(_simplify(IBin("-", pw_aff_expr(element.get_pw_aff(d), context),
+                                     aff_expr(offset.get_at(d), self.region.context())))
+                      for d in range(offset.dim(isl.dim_type.out)))
+        return list(_guarded(where, [Store(Load(local.name, index), "=", FValue())]))
+
     def _outer_index(self, flow: InputFlow, context: isl.Set) -> dict[str, IExpr]:
         """Outer index values from the count of end marks (lexicographic group order)."""
         counter = f"g_{flow.tensor}"
@@ -509,7 +566,12 @@ class _ComputeBuilder:
     # -------------------------------------------------------------- outputs
 
     def _finish(self) -> list[Stmt]:
+        """What a PE does once all its inputs are there: the statements that need whole
+        tensors, in dependence order, then the outputs."""
         body: list[Stmt] = []
+        for t in self.tg.tasks:
+            if t.kind == "compute" and t.trigger is None:
+                body.extend(self._compute(t.name))
         for out in self.tg.outputs:
             body.extend(self._output(out))
         for red in self.tg.reductions:
@@ -579,7 +641,7 @@ class _ComputeBuilder:
         for exists, when, send_color, recv_color in roles:
             if not exists:
                 continue
-            if self.simd and len(sizes) <= 4:
+            if self.simd_output and len(sizes) <= 4:
                 name = f"combine_{red.tensor}_{len(self.configs)}"
                 array = SimdOperand("array", local.name, strides)
                 srcs: tuple[SimdOperand, ...] = (array,)
@@ -665,7 +727,7 @@ class _ComputeBuilder:
             roles.append((odd, second, first))
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for when, send_color, recv_color in roles:
-            if self.simd and n <= 4:
+            if self.simd_output and n <= 4:
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)

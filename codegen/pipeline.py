@@ -75,25 +75,36 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                         params: Sequence[tuple[str, int | str]],
                         max_configs: int = MAX_SIMD_CONFIGS
                         ) -> tuple[PeModule, dict[str, SimdDecision]]:
-    """Emit the module; while a program needs more SIMD configurations than a PE has,
-    turn the task with the most variants back into scalar code, recording why (§5.4)."""
+    """Emit the module within the SIMD configurations a PE has (§5.4): while a program
+    needs more, give up SIMD where it helps least: first for the initial fills (run
+    once), then for compute tasks that run once, then for those with the most size
+    variants, then for the output tasks; each compute task records why."""
+    fill, output = True, True
     while True:
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
-                      simd=simd)
+                      simd=simd, simd_fill=fill, simd_output=output)
         needed = max((sum(len(c.variants) for c in p.configs) for p in module.programs),
                      default=0)
         if needed <= max_configs:
             return module, decisions
-        used = [(len(d.variants), task) for task, d in decisions.items() if d.used]
-        if not used:
-            raise CodegenError(f"the compute PEs need {needed} SIMD configurations for "
-                               f"initialization and outputs alone, more than the "
-                               f"{max_configs} a PE has; compile with --no-simd")
-        _, task = max(used)
-        d = decisions[task]
-        decisions = {**decisions, task: replace(
-            d, used=False, reason=f"the PE would need {needed} SIMD configurations, more "
-            f"than the {max_configs} it has ({d.reason} was possible)")}
+        if fill:
+            fill = False
+            continue
+        once = {t.name for t in tg.tasks if t.kind == "compute" and t.trigger is None}
+        used = [(task in once, len(d.variants), task) for task, d in decisions.items()
+                if d.used]
+        if used:
+            _, _, task = max(used)
+            d = decisions[task]
+            decisions = {**decisions, task: replace(
+                d, used=False, reason=f"the PE would need {needed} SIMD configurations, more "
+                f"than the {max_configs} it has ({d.reason} was possible)")}
+            continue
+        if output:
+            output = False
+            continue
+        raise CodegenError(f"the compute PEs need {needed} SIMD configurations, more than "
+                           f"the {max_configs} a PE has; compile with --no-simd")
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",

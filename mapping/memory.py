@@ -92,13 +92,17 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
     """Allocate the local arrays of the compute region; fail when a PE runs out of memory."""
     model, mapping = tg.model, tg.mapping
     streamed = {f.tensor for f in tg.inputs}
+    by_element = {t.statement for t in tg.tasks if t.kind == "compute" and t.trigger}
     arrays = []
     for tensor in model.graph.tensors:
         per_pe: isl.Map | None = None
         for pstmt in model.statements:
             accessed = [t for t, _ in pstmt.reads] + [pstmt.stmt.target.tensor]
-            if tensor.name not in accessed or tensor.name in streamed:
+            if tensor.name not in accessed:
                 continue
+            if tensor.name in streamed and (tensor.name not in tg.buffered
+                                            or pstmt.name in by_element):
+                continue  # used as it arrives, not from memory
             rel = poly.elements_per_pe(tg.placement_of(pstmt.name), pstmt.access(tensor.name),
                                        pstmt.domain)
             per_pe = rel if per_pe is None else per_pe.union(rel)

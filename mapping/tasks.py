@@ -154,6 +154,7 @@ class TaskGraph:
     placement: tuple[tuple[str, isl.Map], ...]  # relative to the compute region, eq. (10)
     tasks: tuple[Task, ...]
     graph: nx.DiGraph = field(compare=False)
+    buffered: tuple[str, ...] = ()  # streamed inputs also kept in local memory
 
     def placement_of(self, statement: str) -> isl.Map:
         return dict(self.placement)[statement]
@@ -342,9 +343,11 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     reductions = [r for tensor, direction in mapping.resident if direction == "output"
                   for r in [_resident_reduction(tensor, model, mapping, compute, colors)]
                   if r is not None]
-    tasks, graph = _tasks(model, compute, placement, inputs, outputs, reductions)
+    _check_internal(model, dict(placement))
+    tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs, reductions,
+                                    mapping)
     return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
-                     tuple(reductions), placement, tuple(tasks), graph)
+                     tuple(reductions), placement, tuple(tasks), graph, buffered)
 
 
 _SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
@@ -659,11 +662,19 @@ def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
 
 def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Map], ...],
            inputs: list[InputFlow], outputs: list[OutputFlow],
-           reductions: list[ResidentReduction]) -> tuple[list[Task], nx.DiGraph]:
+           reductions: list[ResidentReduction], mapping: Mapping
+           ) -> tuple[list[Task], nx.DiGraph, tuple[str, ...]]:
+    """The tasks and their dependences; also which streamed tensors are kept in memory.
+
+    A statement that reads one streamed tensor and otherwise only resident inputs runs
+    per arriving element (a data task, §5.1). Every other statement runs over its local
+    instances once its inputs are on the PE: streamed tensors it reads are stored as
+    they arrive, internal tensors come from statements that ran before it on that PE.
+    """
     tasks: list[Task] = []
-    graph: nx.DiGraph = nx.DiGraph()
     streamed = {f.tensor: f for f in inputs}
     place = dict(placement)
+    buffered: list[str] = []
     for flow in inputs:
         if flow.adapter is not None:
             a = flow.adapter
@@ -675,30 +686,39 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                           trigger=flow.tensor,
                           detail=f"{flow.tensor} flows {FLOW_PORT[flow.side]}wards along "
                                  f"each line with a source, to every PE of it"))
+    compute_tasks: list[Task] = []
     for pstmt in model.statements:
         stmt = pstmt.stmt
         triggers = [t for t, _ in pstmt.reads if t in streamed]
-        if len(triggers) > 1:
-            raise unsupported(stmt.name,
-                f"statement '{stmt.name}' reads several streamed inputs "
-                f"({', '.join(triggers)}); buffering one of them in local memory is not "
-                "supported yet; make all but one resident")
+        others = [t for t, _ in pstmt.reads if t not in streamed]
         pes = place[stmt.name].range()
         if stmt.is_reduction:
             tasks.append(Task(f"init_{stmt.target.tensor}", "init", compute.name, pes,
                               statement=stmt.name,
                               detail=f"fill the local {stmt.target.tensor} with "
                                      f"{'0' if stmt.op == '+=' else '-inf'}"))
-        if triggers:
+        if len(triggers) == 1 and all(mapping.is_resident(t) for t in others):
             flow = streamed[triggers[0]]
             instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,
                                             pstmt.read(flow.tensor))
-            tasks.append(Task(f"{stmt.name}_on_{flow.tensor}", "compute", compute.name, pes,
-                              statement=stmt.name, trigger=flow.tensor, instances=instances))
-        else:
-            instances = poly.bind_placement(place[stmt.name], pstmt.domain)
-            tasks.append(Task(f"{stmt.name}_local", "compute", compute.name, pes,
-                              statement=stmt.name, instances=instances))
+            compute_tasks.append(Task(f"{stmt.name}_on_{flow.tensor}", "compute", compute.name,
+                                      pes, statement=stmt.name, trigger=flow.tensor,
+                                      instances=instances))
+            continue
+        buffered.extend(t for t in triggers if t not in buffered)
+        waits = ", ".join(triggers + [t for t in others if not mapping.is_resident(t)])
+        instances = poly.bind_placement(place[stmt.name], pstmt.domain)
+        compute_tasks.append(Task(
+            f"{stmt.name}_local", "compute", compute.name, pes, statement=stmt.name,
+            instances=instances,
+            detail=f"runs once {waits} are complete on the PE" if waits else
+                   "runs on resident data at start"))
+    for tensor in buffered:
+        tasks.append(Task(f"store_{tensor}", "communication", compute.name,
+                          streamed[tensor].lines, trigger=tensor,
+                          detail=f"arriving elements of {tensor} are kept in local memory for "
+                                 "the statements that need all of them"))
+    tasks.extend(compute_tasks)
     for out in outputs:
         detail = ("partial results combined along each line towards the "
                   f"{_SIDE_NAMES[out.side]} side (reduction chain)" if out.chain else
@@ -711,21 +731,62 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                           detail=f"partial results of {red.tensor} flow "
                                  f"{_SIDE_NAMES[red.side]}wards along each group of PEs "
                                  "holding the same elements; the last PE keeps the total"))
+    return tasks, _dependences(model, tasks), tuple(buffered)
+
+
+def _dependences(model: PolyModel, tasks: list[Task]) -> nx.DiGraph:
+    """Edges from each task to the tasks that need what it produces."""
+    graph: nx.DiGraph = nx.DiGraph()
     for t in tasks:
         graph.add_node(t.name, task=t)
+    producer = {model.statement(t.statement).stmt.target.tensor: t.name
+                for t in tasks if t.kind == "compute" and t.statement}
     for t in tasks:
-        if t.kind == "compute":
+        if t.kind == "compute" and t.statement:
+            stmt = model.statement(t.statement).stmt
             for other in tasks:
                 if other.kind == "init" and other.statement == t.statement:
                     graph.add_edge(other.name, t.name)
-                if other.kind == "communication" and other.trigger == t.trigger and t.trigger:
+                if other.kind == "communication" and other.trigger is not None and (
+                        other.trigger == t.trigger or (t.trigger is None and any(
+                            r.tensor == other.trigger for r in stmt.reads))):
                     graph.add_edge(other.name, t.name)
-    for out in outputs:
-        for t in tasks:
-            if t.kind == "compute" and model.statement(t.statement or "").stmt.target.tensor \
-                    == out.tensor:
-                graph.add_edge(t.name, f"out_{out.tensor}")
-    return tasks, graph
+            for read in stmt.reads:
+                if read.tensor in producer:
+                    graph.add_edge(producer[read.tensor], t.name)
+        if t.name.startswith(("out_", "combine_")):
+            tensor = t.name.split("_", 1)[1]
+            if tensor in producer:
+                graph.add_edge(producer[tensor], t.name)
+    return graph
+
+
+def _check_internal(model: PolyModel, placement: dict[str, isl.Map]) -> None:
+    """Internal tensors stay on the PE that computes them: each PE must compute every
+    element it reads (moving internal tensors between PEs is not supported yet)."""
+    for tensor in model.graph.tensors:
+        if tensor.role != "internal":
+            continue
+        written: isl.Map | None = None
+        for pstmt in model.statements:
+            if pstmt.stmt.target.tensor == tensor.name:
+                rel = poly.elements_per_pe(placement[pstmt.name], pstmt.write, pstmt.domain)
+                written = rel if written is None else written.union(rel)
+        assert written is not None
+        for pstmt in model.statements:
+            if tensor.name not in dict(pstmt.reads):
+                continue
+            read = poly.elements_per_pe(placement[pstmt.name], pstmt.read(tensor.name),
+                                        pstmt.domain)
+            missing = read.subtract(written)
+            if not missing.is_empty():
+                pe_element = _witness(missing.wrap())
+                raise unsupported(
+                    tensor.name,
+                    f"internal tensor '{tensor.name}': statement '{pstmt.name}' reads "
+                    f"{_fmt(tensor.name, pe_element[2:])} on {_fmt(PE, pe_element[:2])}, "
+                    "which does not compute it; moving internal tensors between PEs is not "
+                    "supported yet; place producer and consumer instances on the same PEs")
 
 
 def statement_of(model: PolyModel, name: str) -> tuple[PolyStatement, Stmt]:

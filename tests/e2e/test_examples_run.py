@@ -17,8 +17,7 @@ from pesim.cli import main as pesim_main
 from pesim.parser import parse_module
 from pesim.run import RunOutcome, run_program
 
-NOT_YET = {"train"}  # multi-node graphs: issue 6
-RUNNABLE = [p for p in EXAMPLE_PROGRAMS if p.stem not in NOT_YET]
+RUNNABLE = EXAMPLE_PROGRAMS
 
 
 @cache
@@ -76,7 +75,7 @@ def test_pesim_compiles_lair_programs(cli) -> None:
     assert "outputs match reference" in result.out
 
 
-def test_pesim_reports_unsupported_mappings_cleanly(cli) -> None:
-    result = cli(pesim_main, EXAMPLES / "fc" / "train.lair")
-    assert result.status == 1
-    assert "train.map" in result.err and "Traceback" not in result.err
+def test_training_step_runs_whole() -> None:
+    result = outcome(EXAMPLES / "fc" / "train.lair", True)
+    assert set(result.expected) == {"y", "dx", "Wn"}
+    assert result.comparison.verified and result.comparison.exact
