@@ -723,7 +723,8 @@ class _ComputeBuilder:
                                          BoolOp("&&", even, Cmp(">", pos, IConst(0)))))
             # An if / else-if chain: the second case is reached only when pos > 0.
             roles.append((Cmp("==", pos, IConst(0)), first, None))
-            roles.append((even, first, second))
+            if length > 2:
+                roles.append((even, first, second))
             roles.append((odd, second, first))
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for when, send_color, recv_color in roles:

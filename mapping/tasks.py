@@ -537,10 +537,10 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             f"{'row' if side not in VERTICAL else 'column'} of the external PE it leaves to; "
             f"it would need a flow across lines towards the {_SIDE_NAMES[side]} side")
     edge = dst.apply_range(_translate(*_inward(side))).intersect_range(compute.pes())
-    if writers.is_equal(line):
-        chain = True
-    elif writers.is_equal(edge):
+    if writers.is_equal(edge):
         chain = False
+    elif writers.is_equal(line):
+        chain = True
     else:
         e = _witness(writers.domain())
         raise unsupported(tensor,

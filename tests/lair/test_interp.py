@@ -124,9 +124,17 @@ def test_conv1d_filter_gradient() -> None:
     np.testing.assert_array_equal(run(graph, inputs)["dW"], expected)
 
 
+def test_maxpool() -> None:
+    graph = load("maxpool")
+    inputs = random_inputs(graph, 8, low=-9, high=9)
+    x = inputs["x"].astype(np.float64)
+    expected = x.reshape(4, 4, 2, 4, 2).max(axis=(2, 4))
+    np.testing.assert_array_equal(run(graph, inputs)["y"], expected)
+
+
 def test_every_example_is_covered_here() -> None:
     from conftest import EXAMPLE_PROGRAMS
 
     covered = {"gemv", "ff", "train", "conv1d", "conv2d", "conv2d_degenerate",
-               "conv1d_filter_grad"}
+               "conv1d_filter_grad", "maxpool"}
     assert {p.stem for p in EXAMPLE_PROGRAMS} <= covered
