@@ -95,7 +95,7 @@ def fexpr(e: FExpr, parent: int = 0, right: bool = False) -> str:
         case FValue():
             return "value"
         case Load(array, index):
-            return array + "".join(f"[{iexpr(i)}]" for i in index)
+            return array + ("".join(f"[{iexpr(i)}]" for i in index) if index else "[]")
         case Recv(color):
             return f"recv({color})"
         case FNeg(operand):
@@ -181,7 +181,7 @@ def simd_config(c: SimdConfig) -> str:
 
 
 def array(a: Array) -> str:
-    text = f"array {a.dtype} {a.name}" + "".join(f"[{n}]" for n in a.shape)
+    text = f"array {a.dtype} {a.name}" + ("".join(f"[{n}]" for n in a.shape) or "[]")
     if a.offset:
         text += " offset [" + ", ".join(iexpr(o) for o in a.offset) + "]"
     if a.load:

@@ -258,8 +258,8 @@ class _ToIr(Transformer[Token, Any]):
     def dims(self, meta: Any, children: list[Token]) -> tuple[int, ...]:
         return tuple(int(c) for c in children)
 
-    def offset(self, meta: Any, children: list[IExpr]) -> tuple[IExpr, ...]:
-        return tuple(children)
+    def offset(self, meta: Any, children: list[IExpr | None]) -> tuple[IExpr, ...]:
+        return tuple(c for c in children if c is not None)
 
     def load(self, meta: Any, children: list[Any]) -> tuple[str, str | None, SourceLoc]:
         name, isl = children

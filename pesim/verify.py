@@ -241,7 +241,7 @@ class _Verifier:
         if a.dtype not in DTYPES:
             raise self.fail(f"array {a.name} has type {a.dtype}; expected "
                             f"{' or '.join(DTYPES)}", *key)
-        if not a.shape or min(a.shape) < 1:
+        if a.shape and min(a.shape) < 1:  # shape () is a scalar
             raise self.fail(f"array {a.name} has shape {list(a.shape)}; every dimension needs "
                             "a positive size", *key)
         if a.offset and len(a.offset) != len(a.shape):
