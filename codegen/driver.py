@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -80,9 +81,10 @@ def compile_file(program_path: str | Path, mapping_path: str | None = None,
     mapping = load_mapping(program, program_path, mapping_path)
     here = Path(outdir) if outdir is not None else Path(program_path).parent
     reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
-    return compile_mapping(program, mapping, stop=stop, simd=simd,
-                           name=Path(program_path).stem, reference=reference,
-                           params=tuple(params.items()))
+    stem = Path(program_path).stem
+    name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
+    return compile_mapping(program, mapping, stop=stop, simd=simd, name=name,
+                           reference=reference, params=tuple(params.items()))
 
 
 def _stage_text(stage: str, c: Compilation) -> str:

@@ -423,6 +423,8 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
 def flatten(ma: isl.MultiAff, shape: tuple[int, ...]) -> isl.Aff:
     """The row-major flat offset of the local element ``ma`` selects."""
     strides = row_major(shape)
+    if not shape:  # a scalar: element 0
+        return isl.Aff.zero_on_domain(isl.LocalSpace.from_space(ma.get_domain_space()))
     flat = ma.get_at(0).scale_val(isl.Val.int_from_si(ma.get_ctx(), strides[0]))
     for d in range(1, len(shape)):
         flat = flat.add(ma.get_at(d).scale_val(isl.Val.int_from_si(ma.get_ctx(), strides[d])))

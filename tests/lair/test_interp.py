@@ -136,5 +136,5 @@ def test_every_example_is_covered_here() -> None:
     from conftest import EXAMPLE_PROGRAMS
 
     covered = {"gemv", "ff", "train", "conv1d", "conv2d", "conv2d_degenerate",
-               "conv1d_filter_grad", "maxpool"}
-    assert {p.stem for p in EXAMPLE_PROGRAMS} <= covered
+               "conv1d_filter_grad", "maxpool"}  # PolyBench: tests/e2e/test_polybench.py
+    assert {p.stem for p in EXAMPLE_PROGRAMS if p.parent.name != "polybench"} <= covered
