@@ -9,6 +9,7 @@ the table as Markdown for the README.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -22,19 +23,29 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def row(program: Path) -> list[str]:
-    compiled = compile_file(program, stop="simd")
+def large_params(mapping: Path) -> dict[str, int]:
+    """The sizes a ``*.large.map`` is written for, from its ``--param K=V`` comment."""
+    return {k: int(v) for k, v in re.findall(r"--param (\w+)=(\d+)", mapping.read_text())}
+
+
+def row(program: Path, mapping: Path | None = None) -> list[str]:
+    params = large_params(mapping) if mapping else {}
+    where = str(mapping) if mapping else None
+    compiled = compile_file(program, where, dict(params), stop="simd")
     cases = sorted({d.case or "?" for d in (compiled.decisions or {}).values() if d.used})
-    fast = run_program(program, simd=True)
-    slow = run_program(program, simd=False)
+    fast = run_program(program, mapping_path=where, params=params, simd=True)
+    slow = run_program(program, mapping_path=where, params=params, simd=False)
     for outcome in (fast, slow):
         if not outcome.comparison.verified:
             raise SystemExit(f"{program}: outputs differ: {outcome.comparison.mismatch}")
     stats = fast.result.pes.values()
     simd = sum(s.simd_flops for s in stats)
     total = simd + sum(s.scalar_flops for s in stats)
+    label = str(program.relative_to(EXAMPLES))
+    if params:
+        label += " (" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
     return [
-        str(program.relative_to(EXAMPLES)),
+        label,
         str(fast.result.cycles),
         str(slow.result.cycles),
         f"{slow.result.cycles / fast.result.cycles:.2f}x",
@@ -51,10 +62,12 @@ def main() -> None:
               "flops by SIMD"]
     rows, skipped = [], []
     for program in sorted(EXAMPLES.glob("*/*.lair")):
-        try:
-            rows.append(row(program))
-        except DtgError as err:
-            skipped.append(f"{program.relative_to(EXAMPLES)}: {err.message}")
+        large = program.with_suffix(".large.map")
+        for mapping in [None, large] if large.exists() else [None]:
+            try:
+                rows.append(row(program, mapping))
+            except DtgError as err:
+                skipped.append(f"{program.relative_to(EXAMPLES)}: {err.message}")
     handwritten = run_file(EXAMPLES / "handwritten" / "gemv_checkerboard" /
                            "gemv_checkerboard.pe").result.cycles
     compiled = run_program(EXAMPLES / "gemv" / "gemv.lair").result.cycles
