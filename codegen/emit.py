@@ -707,10 +707,15 @@ class _ComputeBuilder:
         first, second = out.chain_colors
         reduction = self._reduction_op(out.tensor)
         senders = condition_of(_pe_condition_set(out.senders), context)
-        roles: list[tuple[Cond | None, int, int | None]] = []  # (when, send color, recv color)
+        # (when, send color, recv color, sends (value, index) pairs)
+        roles: list[tuple[Cond | None, int, int | None, bool]] = []
+        sparse = out.kind == "sparse"
+        if sparse and n != 1:
+            raise unsupported(out.tensor, f"sparse output '{out.tensor}' has a {n}-dimensional "
+                                          "index; sparse outputs need a one-dimensional index")
         if not out.chain:
             self.routes.append(Route(first, "RAMP", (send_port,), senders))
-            roles.append((senders, first, None))
+            roles.append((senders, first, None, sparse))
         else:
             even = Cmp("==", IBin("%", pos, IConst(2)), IConst(0))
             odd = Cmp("==", IBin("%", pos, IConst(2)), IConst(1))
@@ -722,13 +727,21 @@ class _ComputeBuilder:
                 self.routes.append(Route(second, recv_port, ("RAMP",),
                                          BoolOp("&&", even, Cmp(">", pos, IConst(0)))))
             # An if / else-if chain: the second case is reached only when pos > 0.
-            roles.append((Cmp("==", pos, IConst(0)), first, None))
+            if sparse:  # the last PE sends (value, index) pairs out of the rectangle
+                colors = (first, second)
+                roles.append((Cmp("==", pos, IConst(length - 1)), colors[(length - 1) % 2],
+                              colors[(length - 2) % 2] if length > 1 else None, True))
+            roles.append((Cmp("==", pos, IConst(0)), first, None, False))
             if length > 2:
-                roles.append((even, first, second))
-            roles.append((odd, second, first))
+                roles.append((even, first, second, False))
+            roles.append((odd, second, first, False))
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
-        for when, send_color, recv_color in roles:
-            if self.simd_output and n <= 4:
+        for when, send_color, recv_color, pairs in roles:
+            if pairs:
+                cases.append((when, (*self._scalar_send(
+                    indices, context, pieces[0], local, send_color, recv_color, reduction,
+                    with_index=True), SendEnd(send_color))))
+            elif self.simd_output and n <= 4:
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
@@ -748,7 +761,7 @@ class _ComputeBuilder:
 
     def _scalar_send(self, indices: isl.Set, context: isl.Set, to_local: isl.MultiAff,
                      local: LocalTensor, send_color: int, recv_color: int | None,
-                     reduction: str) -> tuple[Stmt, ...]:
+                     reduction: str, *, with_index: bool = False) -> tuple[Stmt, ...]:
         names = [f"k{d}" for d in range(indices.dim(isl.dim_type.set))]
         index = [aff_in_vars(to_local.get_at(d), names, context)
                  for d in range(to_local.dim(isl.dim_type.out))]
@@ -759,7 +772,7 @@ class _ComputeBuilder:
                                                      for i in index))
             if recv_color is not None:
                 element = FBin("max" if reduction == "fmax" else "+", element, Recv(recv_color))
-            return [Send(send_color, element)]
+            return [Send(send_color, element, coords[-1] if with_index else None)]
 
         return scan(indices.set_tuple_name("out"), context, body)
 

@@ -547,10 +547,6 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             f"output '{tensor}': the PEs computing {_fmt(tensor, e)} neither span their whole "
             f"line nor are just the PE next to the {_SIDE_NAMES[side]} side; a partial "
             "reduction chain is not supported yet")
-    if stream.kind == "sparse":
-        raise unsupported(tensor,
-            f"output '{tensor}' is streamed out sparse; sparse outputs are not supported yet; "
-            "stream it dense or keep it resident")
     first = colors.take(f"output '{tensor}'")
     second = colors.take(f"output '{tensor}'") if chain else first
     senders = writers.range()

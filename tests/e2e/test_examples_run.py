@@ -79,3 +79,14 @@ def test_training_step_runs_whole() -> None:
     result = outcome(EXAMPLES / "fc" / "train.lair", True)
     assert set(result.expected) == {"y", "dx", "Wn"}
     assert result.comparison.verified and result.comparison.exact
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_sparse_output_stream(tmp_path: Path, simd: bool) -> None:
+    (tmp_path / "ff.lair").write_text((EXAMPLES / "fc" / "ff.lair").read_text())
+    mapping = (EXAMPLES / "fc" / "ff.map").read_text().replace(
+        "output y dense  {", "output y sparse {")
+    assert "output y sparse" in mapping
+    (tmp_path / "ff.map").write_text(mapping)
+    result = run_program(tmp_path / "ff.lair", simd=simd, seed=4)
+    assert result.comparison.verified and result.comparison.exact
