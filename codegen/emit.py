@@ -128,12 +128,8 @@ def _guarded(cond: Cond | None, body: Sequence[Stmt]) -> tuple[Stmt, ...]:
     return tuple(body) if cond is None else (If(cond, tuple(body)),)
 
 
-def _pe_params(region: Region) -> isl.Set:
-    return region.context()
 
 
-def _params_set(constraints: isl.Set, like: isl.Set) -> isl.Set:
-    return constraints.align_params(like.get_space())
 
 
 def _position(side: str, region: Region) -> IExpr:

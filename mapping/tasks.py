@@ -23,8 +23,7 @@ import islpy as isl
 import networkx as nx
 
 from lair.diagnostics import UnsupportedMappingError
-from lair.graph import Stmt
-from lair.lower import CTX, PolyModel, PolyStatement, point_coordinates
+from lair.lower import CTX, PolyModel, point_coordinates
 from mapping import poly
 from mapping.validate import PE, Mapping, Stream, border_ring
 
@@ -785,6 +784,3 @@ def _check_internal(model: PolyModel, placement: dict[str, isl.Map]) -> None:
                     "supported yet; place producer and consumer instances on the same PEs")
 
 
-def statement_of(model: PolyModel, name: str) -> tuple[PolyStatement, Stmt]:
-    pstmt = model.statement(name)
-    return pstmt, pstmt.stmt

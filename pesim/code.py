@@ -517,5 +517,3 @@ class ProgramCode:
         raise TypeError(e)
 
 
-def simd_cost(info: SimdInfo, ops: int, config: FabricConfig) -> int:
-    return config.simd_startup + -(-ops // info.width)
