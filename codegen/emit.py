@@ -173,6 +173,16 @@ def _pe_condition_set(pes: isl.Set) -> isl.Set:
     return pes.bind(poly.multi_id(pes.get_space(), poly.PE_NAMES))
 
 
+def _bind_leading(s: isl.Set, names: Sequence[str]) -> isl.Set:
+    """Move the leading dimensions of ``s`` to parameters named ``names`` (binding them)."""
+    n = len(names)
+    nparam = s.dim(isl.dim_type.param)
+    moved = s.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, n)
+    for d, name in enumerate(names):
+        moved = moved.set_dim_name(isl.dim_type.param, nparam + d, name)
+    return moved
+
+
 def _bind_pe(rel: isl.Map) -> isl.Set:
     """``PE -> X`` with the PE bound to ``PE_X``/``PE_Y``: a set of X over those."""
     return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))
@@ -476,21 +486,24 @@ class _ComputeBuilder:
                 body.extend(self._compute(t.name))
         env: dict[str, IExpr] = {}
         context = self.region.context()
-        if flow.kind == "dense":
-            counter = f"n_{flow.tensor}"
-            self.ints.append(IntVar(counter))
-            if flow.index_dims != 1:
-                raise unsupported(flow.tensor,
-                    f"dense input '{flow.tensor}' has a {flow.index_dims}-dimensional index; "
-                    "dense triggers with outer index values are not supported yet")
-            first = _bind_pe(flow.arrivals()).dim_min(0)
-            env["index"] = IBin("+", pw_aff_expr(first, context), IVar(counter))
-        elif flow.wire_offset is not None:
-            env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))
         group_vars: list[Stmt] = []
         if flow.index_dims > 1:
             env.update(self._outer_index(flow, context))
             group_vars.append(SetInt(f"g_{flow.tensor}", "+=", IConst(1)))
+        if flow.kind == "dense":
+            # A dense wavelet carries no index: count arrivals within the current group
+            # (the groups are counted by end marks) from the group's first index.
+            counter = f"n_{flow.tensor}"
+            self.ints.append(IntVar(counter))
+            arrivals = _bind_pe(flow.arrivals())
+            outer = poly.index_names(flow.index_dims)[:-1]
+            if outer:
+                arrivals = _bind_leading(arrivals, outer)
+                group_vars.append(SetInt(counter, "=", IConst(0)))
+            first = pw_aff_expr(arrivals.dim_min(0), flow.arrival_context())
+            env["index"] = IBin("+", substitute(first, env), IVar(counter))
+        elif flow.wire_offset is not None:
+            env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))
         data = list(substitute_stmts(tuple(body), env)) if env else body
         if flow.kind == "dense":
             data.append(SetInt(f"n_{flow.tensor}", "+=", IConst(1)))

@@ -42,3 +42,26 @@ def test_gemv_on_every_side(tmp_path: Path, name: str, simd: bool) -> None:
     (tmp_path / "gemv.map").write_text(MAPPINGS[name])
     result = run_program(tmp_path / "gemv.lair", simd=simd, seed=2)
     assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
+
+
+DENSE_2D_LAIR = """
+lair g(): float32 A[6][8], float32 B[8][5] -> float32 y[6][5]
+{ all (i, k, j) in (6, 5, 8) y[i][k] += A[i][j] * B[j][k] }
+"""
+DENSE_2D_MAP = """
+rectangle { PE[1, 2] }
+placement { g[i, k, j] -> PE[0, i//3] }
+input A dense { A[i = 0:5, j = 0:7] -> [PE[-1, i//3] -> index[i mod 3, j]] }
+input B resident
+output y resident
+"""
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_dense_stream_with_outer_index_values(tmp_path: Path, simd: bool) -> None:
+    (tmp_path / "g.lair").write_text(DENSE_2D_LAIR)
+    (tmp_path / "g.map").write_text(DENSE_2D_MAP)
+    result = run_program(tmp_path / "g.lair", simd=simd, seed=5)
+    assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
+    if simd:
+        assert sum(p.simd_ops for p in result.result.pes.values()) > 0
