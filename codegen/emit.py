@@ -40,6 +40,7 @@ from codegen.peir import (
     IntVar,
     IVar,
     Load,
+    Not,
     PeModule,
     PeProgram,
     Recv,
@@ -65,6 +66,7 @@ from mapping.tasks import (
     ENTRY_PORT,
     FLOW_PORT,
     VERTICAL,
+    Exchange,
     InputFlow,
     OutputFlow,
     Region,
@@ -286,6 +288,7 @@ class _ComputeBuilder:
     simd_fill: bool
     simd_output: bool
     configs: list[SimdConfig] = field(default_factory=list)
+    extra_tasks: list[Task] = field(default_factory=list)
     ints: list[IntVar] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
 
@@ -320,6 +323,7 @@ class _ComputeBuilder:
             elif finish:
                 main.extend(finish)
         tasks.insert(0, Task("main", "main", tuple(main)))
+        tasks.extend(self.extra_tasks)
         arrays = tuple(self._array(a) for a in self.memory.arrays)
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
@@ -576,16 +580,101 @@ class _ComputeBuilder:
 
     def _finish(self) -> list[Stmt]:
         """What a PE does once all its inputs are there: the statements that need whole
-        tensors, in dependence order, then the outputs."""
-        body: list[Stmt] = []
+        tensors, in dependence order, then the outputs. An internal tensor shared with
+        other PEs splits this into steps: the exchange runs between them (a local task
+        ``turn_T`` per exchange, ``step_k`` for what follows it)."""
+        exchanged = {ex.tensor: ex for ex in self.tg.exchanges}
+        steps: list[list[Stmt]] = [[]]
+        order: list[Exchange] = []
         for t in self.tg.tasks:
-            if t.kind == "compute" and t.trigger is None:
-                body.extend(self._compute(t.name))
+            if t.kind != "compute" or t.trigger is not None or t.statement is None:
+                continue
+            stmt = self.tg.model.statement(t.statement).stmt
+            for read in stmt.reads:
+                ex = exchanged.get(read.tensor)
+                if ex is not None and ex not in order:
+                    order.append(ex)
+                    steps.append([])
+            steps[-1].extend(self._compute(t.name))
         for out in self.tg.outputs:
-            body.extend(self._output(out))
+            steps[-1].extend(self._output(out))
         for red in self.tg.reductions:
-            body.extend(self._combine(red))
-        return body
+            steps[-1].extend(self._combine(red))
+        if not order:
+            return steps[0]
+        self.ints.append(IntVar("phase"))
+        for k, ex in enumerate(order, start=1):
+            steps[k - 1].extend([SetInt("phase", "=", IConst(k)), Activate(f"turn_{ex.tensor}")])
+            self._exchange(ex, k, steps[k])
+        return steps[0]
+
+    def _exchange(self, ex: Exchange, k: int, after: list[Stmt]) -> None:
+        """Routes and tasks sharing ``ex`` along lines: each PE sends its elements when the
+        PEs before it in its line have sent theirs (one at a time, so no PE waits on a
+        neighbour that waits on it); ``after`` runs once all of them have arrived."""
+        local = self.memory.of(ex.tensor)
+        if local is None:
+            raise CodegenError(f"internal tensor '{ex.tensor}' has no local array")
+        t = ex.tensor
+        got, sent = f"got_{t}", f"sent_{t}"
+        self.ints.extend([IntVar(got), IntVar(sent)])
+        row = ex.axis == "row"
+        pos = IVar("PE_X" if row else "PE_Y")
+        length = self.region.width if row else self.region.height
+        back, fwd = ("W", "E") if row else ("N", "S")
+        c = ex.color
+        first = Cmp("==", pos, IConst(0))
+        last = Cmp("==", pos, IConst(length - 1))
+        inner = BoolOp("&&", Cmp(">", pos, IConst(0)), Cmp("<", pos, IConst(length - 1)))
+        self.routes += [
+            Route(c, "RAMP", (fwd,), first), Route(c, "RAMP", (back,), last),
+            Route(c, "RAMP", (back, fwd), inner),
+            Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
+            Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
+        ]
+        context = self.region.context()
+        shape = self.tg.model.graph.tensor(t).shape
+        strides = row_major(shape)
+        offset = local.offset_aff()
+        offsets = [aff_expr(offset.get_at(d), context) for d in range(len(shape))]
+        # Receive: element (index // stride) % size, kept where it falls in the array.
+        element = [_simplify(IBin("%", IBin("//", IVar("index"), IConst(st)), IConst(n))
+                             if d else IBin("//", IVar("index"), IConst(st)))
+                   for d, (st, n) in enumerate(zip(strides, shape, strict=True))]
+        where = [_simplify(IBin("-", e, o)) for e, o in zip(element, offsets, strict=True)]
+        inside: Cond | None = None
+        for w, n in zip(where, local.size, strict=True):
+            bound = BoolOp("&&", Cmp(">=", w, IConst(0)), Cmp("<", w, IConst(n)))
+            inside = _and(inside, bound)
+        keep = _guarded(inside, [Store(Load(local.name, tuple(where)), "=", FValue())])
+
+        # Send: the elements this PE computed, with their flat index.
+        produced = _bind_pe(ex.produced).set_tuple_name(t)
+
+        def send(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            flat: IExpr = IConst(0)
+            for coord, st in zip(coords, strides, strict=True):
+                flat = IBin("+", flat, IBin("*", IConst(st), coord))
+            index = tuple(_simplify(IBin("-", coord, o))
+                          for coord, o in zip(coords, offsets, strict=True))
+            return [Send(c, Load(local.name, index), _simplify(flat))]
+
+        sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
+        phase_k = Cmp("==", IVar("phase"), IConst(k))
+        turn = (If(phase_k, (
+            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(0)), Cmp("==", IVar(got), pos)),
+               sending),
+            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(1)),
+                      Cmp("==", IVar(got), IConst(length - 1))),
+               (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
+        )),)
+        self.extra_tasks += [
+            Task(f"share_{t}", "data", keep, c, True),
+            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), Activate(f"turn_{t}")),
+                 c),
+            Task(f"turn_{t}", "local", turn),
+            Task(f"step_{t}", "local", tuple(after)),
+        ]
 
     def _combine(self, red: ResidentReduction) -> list[Stmt]:
         """Pass partial results along each segment; the last PE adds them into its array."""

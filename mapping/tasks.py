@@ -154,6 +154,7 @@ class TaskGraph:
     tasks: tuple[Task, ...]
     graph: nx.DiGraph = field(compare=False)
     buffered: tuple[str, ...] = ()  # streamed inputs also kept in local memory
+    exchanges: tuple[Exchange, ...] = ()  # internal tensors shared along lines
 
     def placement_of(self, statement: str) -> isl.Map:
         return dict(self.placement)[statement]
@@ -342,11 +343,18 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     reductions = [r for tensor, direction in mapping.resident if direction == "output"
                   for r in [_resident_reduction(tensor, model, mapping, compute, colors)]
                   if r is not None]
-    _check_internal(model, dict(placement))
+    exchanges = _exchanges(model, dict(placement), compute, colors)
     tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs, reductions,
                                     mapping)
+    for ex in exchanges:
+        tasks.append(Task(f"exchange_{ex.tensor}", "communication", compute.name,
+                          compute.pes(),
+                          detail=f"each PE in turn sends the elements of {ex.tensor} it "
+                                 f"computed along its {ex.axis}; the others keep those they "
+                                 "read"))
     return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
-                     tuple(reductions), placement, tuple(tasks), graph, buffered)
+                     tuple(reductions), placement, tuple(tasks), graph, buffered,
+                     tuple(exchanges))
 
 
 _SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
@@ -756,31 +764,62 @@ def _dependences(model: PolyModel, tasks: list[Task]) -> nx.DiGraph:
     return graph
 
 
-def _check_internal(model: PolyModel, placement: dict[str, isl.Map]) -> None:
-    """Internal tensors stay on the PE that computes them: each PE must compute every
-    element it reads (moving internal tensors between PEs is not supported yet)."""
+@dataclass(frozen=True)
+class Exchange:
+    """An internal tensor that PEs of a line must share: every PE of the compute region
+    computes some elements, and PEs need elements computed by others in their row (or
+    column). Each PE in turn, west to east (north to south), sends the elements it
+    computed along the line as (value, flat element index) pairs and an end mark."""
+
+    tensor: str
+    axis: Literal["row", "column"]
+    color: int
+    produced: isl.Map  # PE -> elements it computes (relative coordinates)
+    needed: isl.Map  # PE -> elements it reads
+
+
+def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
+               colors: _Colors) -> list[Exchange]:
+    """Internal tensors read on PEs that do not compute them (and how they move)."""
+    result = []
     for tensor in model.graph.tensors:
         if tensor.role != "internal":
             continue
-        written: isl.Map | None = None
+        produced: isl.Map | None = None
+        needed: isl.Map | None = None
         for pstmt in model.statements:
             if pstmt.stmt.target.tensor == tensor.name:
                 rel = poly.elements_per_pe(placement[pstmt.name], pstmt.write, pstmt.domain)
-                written = rel if written is None else written.union(rel)
-        assert written is not None
-        for pstmt in model.statements:
-            if tensor.name not in dict(pstmt.reads):
-                continue
-            read = poly.elements_per_pe(placement[pstmt.name], pstmt.read(tensor.name),
-                                        pstmt.domain)
-            missing = read.subtract(written)
-            if not missing.is_empty():
-                pe_element = _witness(missing.wrap())
-                raise unsupported(
-                    tensor.name,
-                    f"internal tensor '{tensor.name}': statement '{pstmt.name}' reads "
-                    f"{_fmt(tensor.name, pe_element[2:])} on {_fmt(PE, pe_element[:2])}, "
-                    "which does not compute it; moving internal tensors between PEs is not "
-                    "supported yet; place producer and consumer instances on the same PEs")
-
-
+                produced = rel if produced is None else produced.union(rel)
+            if tensor.name in dict(pstmt.reads):
+                rel = poly.elements_per_pe(placement[pstmt.name], pstmt.read(tensor.name),
+                                           pstmt.domain)
+                needed = rel if needed is None else needed.union(rel)
+        assert produced is not None and needed is not None
+        missing = needed.subtract(produced)
+        if missing.is_empty():
+            continue
+        where = _witness(missing.wrap())
+        what = (f"internal tensor '{tensor.name}': {_fmt(PE, where[:2])} reads "
+                f"{_fmt(tensor.name, where[2:])}, which another PE computes")
+        writer = produced.reverse()
+        if not writer.is_single_valued():
+            raise unsupported(tensor.name, f"{what}, and its elements are computed on several "
+                              "PEs (partial results); combining them before sharing is not "
+                              "supported yet")
+        if not produced.domain().is_equal(compute.pes()):
+            raise unsupported(tensor.name, f"{what}; sharing it needs every PE of the region "
+                              f"{compute.describe()} to compute part of it")
+        deltas = missing.apply_range(writer).deltas()
+        zero = isl.Val.int_from_si(CTX, 0)
+        along_row = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+            isl.dim_type.set, 1, zero))
+        along_column = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+            isl.dim_type.set, 0, zero))
+        if not (along_row or along_column):
+            raise unsupported(tensor.name, f"{what} in another row and column; sharing "
+                              "internal tensors across both is not supported yet")
+        result.append(Exchange(tensor.name, "row" if along_row else "column",
+                               colors.take(f"internal tensor '{tensor.name}'"), produced,
+                               needed))
+    return result

@@ -1,0 +1,65 @@
+"""Internal tensors shared between PEs of a row or column (a 2-D tiled matrix chain)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen.driver import compile_file
+from pesim.run import run_program
+
+ROW_LAIR = """
+lair mm(): float32 A[8][6], float32 B[6][8], float32 C[8][4]
+  -> float32 E[8][4], float32 T[8][8]
+{
+  ab: all (i, j, k) in (8, 8, 6) T[i][j] += A[i][k] * B[k][j]
+  tc: all (i, l, j) in (8, 4, 8) E[i][l] += T[i][j] * C[j][l]
+}
+"""
+COLUMN_LAIR = """
+lair mm(): float32 A[8][6], float32 B[6][8], float32 C[4][8]
+  -> float32 E[4][8], float32 T[8][8]
+{
+  ab: all (i, j, k) in (8, 8, 6) T[i][j] += A[i][k] * B[k][j]
+  tc: all (l, j, i) in (4, 8, 8) E[l][j] += C[l][i] * T[i][j]
+}
+"""
+CASES = {
+    "row_2x2": (ROW_LAIR, """
+        rectangle { PE[2, 2] }
+        placement { ab[i, j, k] -> PE[j//4, i//4]; tc[i, l, j] -> PE[l//2, i//4] }
+        input A resident
+        input B resident
+        input C resident
+        output E resident
+    """),
+    "row_4x2_streamed": (ROW_LAIR, """
+        rectangle { PE[4, 2] }
+        placement { ab[i, j, k] -> PE[j//2, i//4]; tc[i, l, j] -> PE[l, i//4] }
+        input A sparse { A[i = 0:7, k = 0:5] -> [PE[-1, i//4] -> index[i mod 4, k]] }
+        input B resident
+        input C resident
+        output E resident
+    """),
+    "column_2x4": (COLUMN_LAIR, """
+        rectangle { PE[2, 4] }
+        placement { ab[i, j, k] -> PE[j//4, i//2]; tc[l, j, i] -> PE[j//4, l] }
+        input A resident
+        input B resident
+        input C resident
+        output E resident
+    """),
+}
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_internal_tensor_shared_along_lines(tmp_path: Path, name: str, simd: bool) -> None:
+    lair, mapping = CASES[name]
+    (tmp_path / "mm.lair").write_text(lair)
+    (tmp_path / "mm.map").write_text(mapping)
+    compiled = compile_file(tmp_path / "mm.lair", stop="tasks")
+    assert compiled.tasks is not None and [e.tensor for e in compiled.tasks.exchanges] == ["T"]
+    result = run_program(tmp_path / "mm.lair", simd=simd, seed=3)
+    assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
