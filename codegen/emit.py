@@ -605,6 +605,7 @@ class _ComputeBuilder:
         self.ints.append(IntVar("phase"))
         for k, ex in enumerate(order, start=1):
             steps[k - 1].extend([SetInt("phase", "=", IConst(k)), Activate(f"turn_{ex.tensor}")])
+        for k, ex in enumerate(order, start=1):
             self._exchange(ex, k, steps[k])
         return steps[0]
 
