@@ -257,7 +257,8 @@ def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
     ctx = context.align_params(index_range.get_space()).intersect(
         index_range.align_params(context.get_space()))
     target = condition_of(a.target, ctx)
-    new_index = pw_aff_expr(a.new_index[-1], ctx)
+    assert flow.wire_offset is not None
+    new_index = normalize(IBin("-", IVar("index"), pw_aff_expr(flow.wire_offset[-1], ctx)))
     ints: list[IntVar] = []
     body: list[Stmt]
     if flow.kind == "sparse":

@@ -70,7 +70,6 @@ class Adapter:
     source: int  # position of the external source along the line (relative)
     span: tuple[int, int]  # first and last line position that receives elements
     target: isl.Set  # params PE_X or PE_Y (position in the line) and index: forward here
-    new_index: tuple[isl.PwAff, ...]  # the index sent on, as functions of the index
     index_base: tuple[int, ...]  # dense only: the index of the first arriving element
 
 
@@ -435,16 +434,9 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         return InputFlow(tensor, stream.kind, side, external_color, external_color,
                          _shift_relation(stream.relation, to_rel), stream.order, reach, None,
                          groups)
-    # Adapters: each element goes down the one line (column or row) that needs it.
+    # Adapters: each element goes down every line (column or row) that needs it.
     keep = 0 if side in VERTICAL else 1
     line_of = need.project_out(isl.dim_type.out, 1 - keep, 1)
-    if not line_of.is_single_valued():
-        several = line_of.lexmax().subtract(line_of.lexmin()).domain()
-        what = "columns" if side in VERTICAL else "rows"
-        raise unsupported(tensor,
-            f"input '{tensor}': element {_fmt(tensor, _witness(several))} is needed in several "
-            f"{what} of {compute.describe()}; an adapter line can send each element down only "
-            "one; place the instances that read it in one line")
     entry = _entry_coordinate(side, compute)
     new_source = need.apply_range(_to_line_position(side, entry))
     per_source = new_source.reverse().apply_range(stream.order)
@@ -453,9 +445,10 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         raise unsupported(tensor,
             f"input '{tensor}': the indices sent down each line have no fixed-size box, so "
             "the adapters cannot re-index them")
-    offset = new_source.apply_range(isl.Map.from_multi_aff(box.offset))
-    new_order = stream.order.sum(offset.neg()).coalesce()
-    relation = new_source.range_product(new_order)
+    # [element -> line's source] -> index - offset(line), then element -> [source -> index].
+    shifted = new_source.domain_map().apply_range(stream.order).sum(
+        new_source.range_map().apply_range(isl.Map.from_multi_aff(box.offset)).neg())
+    relation = shifted.curry().coalesce()
     if not relation.is_injective():
         raise unsupported(tensor,
             f"input '{tensor}': after re-indexing per line two elements share a (PE, index) "
@@ -474,14 +467,10 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     at_index = poly.bind_order(stream.order)
     target_set = at_index.apply(line_of).bind(
         poly.multi_id(isl.Space.set_alloc(CTX, 0, 1), [poly.PE_NAMES[keep]]))
-    new_index = at_index.apply(new_order).as_pw_multi_aff()
-    new_index_affs = tuple(new_index.get_pw_aff(k) for k in range(new_index.dim(
-        isl.dim_type.out)))
     base: tuple[int, ...] = ()
     if stream.kind == "dense":
         base = _dense_base(stream.order, tensor)
-    adapter = Adapter(adapter_line, side, external_color, source_pos, span, target_set,
-                      new_index_affs, base)
+    adapter = Adapter(adapter_line, side, external_color, source_pos, span, target_set, base)
     color = colors.take(f"input '{tensor}' below its adapters")
     # Every adapter of the span forwards the stream's end marks, so every line of the span
     # receives the stream (some lines may get no element).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from functools import cache
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def test_convolution_uses_the_box_hull_with_extra_instances() -> None:
 
 
 def _unsupported(lair: str, mapping: str) -> str:
-    program = program_from_text(lair)
+    program = program_from_text(textwrap.dedent(lair))
     with pytest.raises(UnsupportedMappingError) as info:
         build_task_graph(program.model, validate_mapping(parse_mapping(mapping), program.model))
     return info.value.message
@@ -137,15 +138,22 @@ ROW = "lair n(): float16 W[4][4], float16 x[4] -> float16 y[4] " \
       "{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }"
 
 
-def test_element_needed_in_two_columns_is_unsupported() -> None:
-    message = _unsupported(ROW, """
-        rectangle { PE[2, 3] }
-        placement { n[i, j] -> PE[i mod 2, 1 + j mod 2] }
-        input x sparse { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
-        input W resident
-        output y resident
+def test_internal_tensor_needed_across_rows_and_columns_is_unsupported() -> None:
+    message = _unsupported("""
+        lair t(): float16 A[4][4], float16 B[4][4] -> float16 E[4][4], float16 T[4][4]
+        {
+          ab: all (i, j) in (4, 4) T[i][j] = A[i][j] * B[i][j]
+          tr: all (i, j) in (4, 4) E[i][j] = T[j][i]
+        }
+    """, """
+        rectangle { PE[2, 2] }
+        placement { ab[i, j] -> PE[j//2, i//2]; tr[i, j] -> PE[j//2, i//2] }
+        input A resident
+        input B resident
+        output E resident
     """)
-    assert "input 'x': element x[0] is needed in several columns" in message
+    assert "internal tensor 'T': PE[0, 1] reads T[0, 2], which another PE computes in " \
+           "another row and column" in message
 
 
 def test_adapter_line_with_instances_is_unsupported() -> None:

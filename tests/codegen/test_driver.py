@@ -32,14 +32,17 @@ def test_back_end_stages(program: Path, stage: str, cli) -> None:
 
 
 UNREALIZABLE_LAIR = """
-lair n(): float16 W[4][4], float16 x[4] -> float16 y[4]
-{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }
+lair t(): float16 A[4][4], float16 B[4][4] -> float16 E[4][4], float16 T[4][4]
+{
+  ab: all (i, j) in (4, 4) T[i][j] = A[i][j] * B[i][j]
+  tr: all (i, j) in (4, 4) E[i][j] = T[j][i]
+}
 """
-UNREALIZABLE_MAP = """rectangle { PE[2, 3] }
-placement { n[i, j] -> PE[i mod 2, 1 + j mod 2] }
-input x sparse { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
-input W resident
-output y resident
+UNREALIZABLE_MAP = """rectangle { PE[2, 2] }
+placement { ab[i, j] -> PE[j//2, i//2]; tr[i, j] -> PE[j//2, i//2] }
+input A resident
+input B resident
+output E resident
 """
 
 
@@ -48,8 +51,8 @@ def test_unrealized_mappings_say_which_flow_they_need(tmp_path: Path, cli) -> No
     (tmp_path / "n.map").write_text(UNREALIZABLE_MAP)
     result = cli(main, tmp_path / "n.lair")
     assert result.status == 1
-    assert result.err.startswith(f"{tmp_path / 'n.map'}:3:1: error: input 'x': element x[0] "
-                                 "is needed in several columns")
+    assert result.err.startswith(f"{tmp_path / 'n.map'}:2:11: error: internal tensor 'T': "
+                                 "PE[0, 1] reads T[0, 2], which another PE computes")
     assert "Traceback" not in result.err
 
 

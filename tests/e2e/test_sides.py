@@ -25,6 +25,13 @@ MAPPINGS = {
         input  W resident
         output y dense { y[i = 0:31] -> [PE[i//8, 4] -> index[i mod 8]] }
     """,
+    "x_spread_to_every_column": """
+        rectangle { PE[4, 5] }
+        placement { gemv[i, j] -> PE[i//8, 1 + j//4] }
+        input  x sparse { x[j = 0:15] -> [PE[0, -1] -> index[j]] }
+        input  W resident
+        output y dense { y[i = 0:31] -> [PE[i//8, 5] -> index[i mod 8]] }
+    """,
     "x_from_east_through_adapters_y_to_north": """
         rectangle { PE[5, 4] }
         placement { gemv[i, j] -> PE[i//8, j//4] }
