@@ -220,6 +220,11 @@ def _adapter_programs(tg: TaskGraph) -> list[PeProgram]:
     return programs
 
 
+def _is_function_of_params(s: isl.Set) -> bool:
+    """Whether ``s`` has at most one point for every value of its parameters."""
+    return bool(isl.Map.from_range(s).is_single_valued())
+
+
 def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
     """Routes, counters and tasks of adapters spreading ``flow`` (eq. (5))."""
     a = flow.adapter
@@ -258,7 +263,16 @@ def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
         index_range.align_params(context.get_space()))
     target = condition_of(a.target, ctx)
     assert flow.wire_offset is not None
-    new_index = normalize(IBin("-", IVar("index"), pw_aff_expr(flow.wire_offset[-1], ctx)))
+    # The index sent down: index - offset(line). When each element goes down one line,
+    # the new index is a function of the index alone (eq. (5): index mod 4), cheaper to
+    # compute than through the line's offset.
+    sent = poly.bind_order(flow.order).apply(flow.relation.range_factor_range())
+    if _is_function_of_params(sent):
+        new_index = pw_aff_expr(sent.as_pw_multi_aff().get_pw_aff(
+            sent.dim(isl.dim_type.set) - 1), ctx)
+    else:
+        new_index = normalize(IBin("-", IVar("index"),
+                                   pw_aff_expr(flow.wire_offset[-1], ctx)))
     ints: list[IntVar] = []
     body: list[Stmt]
     if flow.kind == "sparse":
