@@ -315,7 +315,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     for tensor, side in peel.items():
         if side in adapter_regions:
             continue
-        peeled, compute = _peel(compute, side)
+        peeled, compute = _peel(compute, side, tensor)
         busy = placed.intersect(_absolute_pes(peeled))
         if not busy.is_empty():
             raise unsupported(tensor,
@@ -371,12 +371,14 @@ def _absolute_pes(region: Region) -> isl.Set:
                    region.y0, region.y0 + region.height - 1)
 
 
-def _peel(region: Region, side: Side) -> tuple[Region, Region]:
+def _peel(region: Region, side: Side, tensor: str) -> tuple[Region, Region]:
     """Split off the line of ``region`` along ``side``: (adapter line, rest)."""
     r = region
     if (side in VERTICAL and r.height < 2) or (side not in VERTICAL and r.width < 2):
-        raise UnsupportedMappingError(f"the rectangle is too small to peel adapters off its "
-                                      f"{_SIDE_NAMES[side]} side")
+        raise unsupported(tensor, f"input '{tensor}' needs adapter PEs on the "
+                          f"{_SIDE_NAMES[side]} border of {r.describe()} to spread its elements "
+                          "to the lines that need them, but the rectangle has no line to spare "
+                          "there; add a free line on that side")
     if side == "N":
         return Region("adapter_N", r.x0, r.y0, r.width, 1), Region(
             r.name, r.x0, r.y0 + 1, r.width, r.height - 1)
