@@ -56,7 +56,7 @@ from codegen.peir import (
     StreamIO,
     Task,
 )
-from codegen.simd import SimdDecision, flatten, row_major
+from codegen.simd import Operand, SimdDecision, flatten, row_major
 from lair.diagnostics import CodegenError
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
@@ -411,42 +411,39 @@ class _ComputeBuilder:
         decision = self.decisions.get(task.name)
         if self.simd and decision is not None and decision.used:
             guard = condition_of(task.instances.params(), context)
-            run = self._run(task.name, decision)
+            runs = self._runs(task.name, decision)
             if decision.outer is None:
-                return list(_guarded(guard, [run]))
+                return list(_guarded(guard, runs))
             names = decision.outer_names
 
             def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
-                return list(substitute_stmts((run,), dict(zip(names, coords, strict=True))))
+                return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
 
             return list(_guarded(guard, scan(decision.outer, context, body)))
         return list(self._scalar(pstmt, task.instances, task.trigger, context))
 
-    def _run(self, task_name: str, d: SimdDecision) -> Run:
+    def _runs(self, task_name: str, d: SimdDecision) -> tuple[Run, ...]:
+        """One configuration and invocation per operation of the decision."""
         assert d.dst is not None and d.op is not None and d.sizes is not None
-        name = f"simd_{task_name}"
-
-        def operand(o: object) -> SimdOperand:
-            from codegen.simd import Operand
-
-            assert isinstance(o, Operand)
-            if o.kind == "scalar":
-                return SimdOperand("scalar")
-            return SimdOperand("array", o.array, o.strides)
-
-        srcs = tuple(operand(s) for s in d.srcs)
-        if d.op == "fill":
-            srcs = (SimdOperand("scalar"),)
-        self.configs.append(SimdConfig(name, d.op, d.variants or (d.sizes,),  # type: ignore[arg-type]
-                                       operand(d.dst), srcs))
-        bases: dict[str, IExpr] = {}
-        for o in (d.dst, *d.srcs):
-            if o.kind == "array" and o.array is not None and o.base is not None:
-                bases.setdefault(o.array, o.base)
-        scalar = None
-        if d.scalar is not None:
-            scalar = _value_expr(d.scalar, None, {}) if isinstance(d.scalar, Const) else FValue()
-        return Run(name, tuple(bases.items()), scalar, d.variant)
+        steps = ((d.op, d.dst, d.srcs, d.scalar), *d.more)
+        runs = []
+        for k, (op, dst, srcs, scalar_value) in enumerate(steps):
+            name = f"simd_{task_name}" + (f"_{k}" if len(steps) > 1 else "")
+            operands = tuple(_simd_operand(o) for o in srcs)
+            if op == "fill":
+                operands = (SimdOperand("scalar"),)
+            self.configs.append(SimdConfig(name, op, d.variants or (d.sizes,),  # type: ignore[arg-type]
+                                           _simd_operand(dst), operands))
+            bases: dict[str, IExpr] = {}
+            for o in (dst, *srcs):
+                if o.kind == "array" and o.array is not None and o.base is not None:
+                    bases.setdefault(o.array, o.base)
+            scalar = None
+            if scalar_value is not None:
+                scalar = _value_expr(scalar_value, None, {}) if isinstance(
+                    scalar_value, Const) else FValue()
+            runs.append(Run(name, tuple(bases.items()), scalar, d.variant))
+        return tuple(runs)
 
     def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,
                 context: isl.Set) -> tuple[Stmt, ...]:
@@ -889,6 +886,12 @@ class _ComputeBuilder:
             return [Send(send_color, element, coords[-1] if with_index else None)]
 
         return scan(indices.set_tuple_name("out"), context, body)
+
+
+def _simd_operand(o: Operand) -> SimdOperand:
+    if o.kind == "scalar":
+        return SimdOperand("scalar")
+    return SimdOperand("array", o.array, o.strides)
 
 
 def _flat_aff(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:

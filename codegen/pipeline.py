@@ -91,14 +91,13 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             fill = False
             continue
         once = {t.name for t in tg.tasks if t.kind == "compute" and t.trigger is None}
-        used = [(task in once, len(d.variants), task) for task, d in decisions.items()
-                if d.used]
+        used = [(task in once, d.configs, task) for task, d in decisions.items() if d.used]
         if used:
             _, _, task = max(used)
             d = decisions[task]
             decisions = {**decisions, task: replace(
                 d, used=False, reason=f"the PE would need {needed} SIMD configurations, more "
-                f"than the {max_configs} it has ({d.reason} was possible)")}
+                f"than the {max_configs} it has; SIMD was possible: {d.reason}")}
             continue
         if output:
             output = False

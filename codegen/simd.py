@@ -79,11 +79,13 @@ class SimdDecision:
     outer: isl.Set | None = None  # values of the outer loop variables o0, o1, ...
     outer_names: tuple[str, ...] = ()
     extensions: tuple[Extension, ...] = ()
+    # Further operations over the same domain (a statement split into operations).
+    more: tuple[tuple[str, Operand, tuple[Operand, ...], Value | None], ...] = ()
 
     @property
     def configs(self) -> int:
         """SIMD configurations this decision needs."""
-        return len(self.variants) if self.used else 0
+        return len(self.variants) * (1 + len(self.more)) if self.used else 0
 
     def report(self) -> dict[str, object]:
         return {
@@ -147,6 +149,84 @@ def op_shape(stmt: Stmt, trigger: str | None) -> OpShape | str:
     return f"'{stmt}' is not a single operation with SIMD support"
 
 
+def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
+    """The statement as a sequence of SIMD operations over the same domain.
+
+    One operation when it is one (the paper's condition 1). Otherwise a sum of terms,
+    each an operand or a product of two, is accumulated in the target: ``t = a`` (or
+    ``a * b``), then ``t += c * d``, ``t = t + e``, ``t = t - f``; a product is subtracted
+    by negating its constant. LAIR never reads a statement's target, so the target can
+    hold the partial sums."""
+    single = op_shape(stmt, trigger)
+    if not isinstance(single, str):
+        return (single,)
+    if stmt.op == "max=":
+        return single
+    terms = _terms(stmt.value, 1)
+    if terms is None:
+        return single
+    dst = stmt.target.tensor
+    steps: list[OpShape] = []
+
+    def leaf(v: Value) -> str | None | bool:
+        if isinstance(v, Read):
+            return None if v.tensor == trigger else v.tensor
+        return None if isinstance(v, Const) else False
+
+    for k, (sign, term) in enumerate(terms):
+        first = k == 0 and stmt.op == "="
+        if isinstance(term, Binary):  # a product of two leaves
+            a, b = term.lhs, term.rhs
+            if sign < 0:
+                if isinstance(a, Const):
+                    a = Const(-a.value)
+                elif isinstance(b, Const):
+                    b = Const(-b.value)
+                else:
+                    return single
+            scalars = [v for v in (a, b) if leaf(v) is None]
+            if len(scalars) > 1:
+                return single
+            srcs = (_src(leaf(a)), _src(leaf(b)))
+            scalar = scalars[0] if scalars else None
+            steps.append(OpShape("fmul" if first else "fmac", dst, srcs, scalar))
+            continue
+        src = leaf(term)
+        if src is False:
+            return single
+        if isinstance(term, Const) and sign < 0:
+            term, sign = Const(-term.value), 1
+        scalar = term if src is None else None
+        if first:
+            if sign < 0:
+                return single
+            steps.append(OpShape("fill" if src is None else "copy", dst, (_src(src),), scalar))
+        else:
+            steps.append(OpShape("fadd" if sign > 0 else "fsub", dst, (dst, _src(src)), scalar))
+    if len(steps) < 2:
+        return single
+    return tuple(steps)
+
+
+def _terms(value: Value, sign: int) -> list[tuple[int, Value]] | None:
+    """``value`` as signed terms, each a leaf or a product of two leaves; None if not."""
+    match value:
+        case Binary("+", lhs, rhs):
+            a, b = _terms(lhs, sign), _terms(rhs, sign)
+            return None if a is None or b is None else a + b
+        case Binary("-", lhs, rhs):
+            a, b = _terms(lhs, sign), _terms(rhs, -sign)
+            return None if a is None or b is None else a + b
+        case Unary(_, operand):
+            return _terms(operand, -sign)
+        case Binary("*", lhs, rhs) if isinstance(lhs, Read | Const) and isinstance(
+                rhs, Read | Const):
+            return [(sign, value)]
+        case Read() | Const():
+            return [(sign, value)]
+    return None
+
+
 def _src(v: str | bool | None) -> str | None:
     assert v is not False
     return v if isinstance(v, str) else None
@@ -170,17 +250,21 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
     (§5.3); otherwise the exact box (§5.1), with one configuration per size when the
     size varies (§5.4). Beyond four dimensions the outer ones become scalar loops.
     """
-    shape = op_shape(pstmt.stmt, trigger)
-    if isinstance(shape, str):
-        return no_simd(shape)
+    steps = op_steps(pstmt.stmt, trigger)
+    if isinstance(steps, str):
+        return no_simd(steps)
     try:
-        return _decide(pstmt, instances, shape, memory, context)
+        return _decide(pstmt, instances, steps, memory, context)
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
 
 
-def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Memory,
-            context: isl.Set) -> SimdDecision:
+def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
+            memory: Memory, context: isl.Set) -> SimdDecision:
+    shape = steps[0]
+    # For the checks on extra instances: every operand of every step.
+    every = OpShape(shape.op, shape.dst, tuple(dict.fromkeys(
+        src for step in steps for src in step.srcs)), None)
     comp = poly.compress(instances)
     compressed_case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) \
         else "base"
@@ -202,10 +286,9 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Me
               ) -> SimdDecision | str:
         if max(sizes) > MAX_SIMD_SIZE:
             return f"a box size exceeds {MAX_SIMD_SIZE}"
-        operands: list[Operand] = []
-        for tensor in (shape.dst, *shape.srcs):
+        by_tensor: dict[str, Operand] = {}
+        for tensor in dict.fromkeys(t for step in steps for t in (step.dst, *step.srcs)):
             if tensor is None:
-                operands.append(Operand("scalar"))
                 continue
             local = memory.of(tensor)
             if local is None:
@@ -216,7 +299,14 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Me
             if isinstance(linear, str):
                 return f"the access to '{tensor}' {linear}"
             strides, base_isl, base = linear
-            operands.append(Operand("array", tensor, local.name, strides, base, base_isl))
+            by_tensor[tensor] = Operand("array", tensor, local.name, strides, base, base_isl)
+
+        def operand(tensor: str | None) -> Operand:
+            return Operand("scalar") if tensor is None else by_tensor[tensor]
+
+        operands = [operand(t) for t in (shape.dst, *shape.srcs)]
+        more = tuple((step.op, operand(step.dst), tuple(operand(t) for t in step.srcs),
+                      step.scalar) for step in steps[1:])
         reason = {"base": "one SIMD instruction per invocation",
                   "compressed": "one SIMD instruction per invocation after variable "
                                 "compression",
@@ -225,10 +315,12 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Me
                   "enumerated": "one SIMD configuration per size, selected per invocation"}[case]
         if outer_names:
             reason += f", inside {len(outer_names)} scalar outer loop(s)"
+        if more:
+            reason += f"; the statement is split into {1 + len(more)} operations"
         return SimdDecision(True, reason, case, shape.op, comp.as_map(), comp.compressed,
                             sizes, origin, extra, size_ids, operands[0], tuple(operands[1:]),
                             shape.scalar, variants or (sizes,), variant, outer, outer_names,
-                            extensions)
+                            extensions, more)
 
     failures: list[str] = []
     approx = poly.approximate_by_box(inner)
@@ -242,7 +334,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, shape: OpShape, memory: Me
                 return result
             failures.append(result)
         else:
-            extensions = _extras_allowed(pstmt, shape, comp, outer_names, inner, approx.extra,
+            extensions = _extras_allowed(pstmt, every, comp, outer_names, inner, approx.extra,
                                          memory, index_like)
             if isinstance(extensions, str):
                 failures.append(extensions)

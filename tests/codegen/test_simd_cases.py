@@ -10,6 +10,7 @@ from conftest import EXAMPLES
 from codegen.driver import compile_file
 from codegen.pipeline import Compilation, compile_mapping
 from lair.diagnostics import CodegenError
+from lair.graph import Const
 from lair.frontend import load_program
 from mapping.spec import parse_mapping_file
 from mapping.validate import validate_mapping
@@ -124,3 +125,24 @@ def test_local_memory_overflow_is_reported(tmp_path: Path) -> None:
             in err.message
     else:
         raise AssertionError("expected a memory error")
+
+
+def test_sums_of_products_are_split_into_operations() -> None:
+    from codegen.simd import OpShape, op_steps
+    from lair.frontend import program_from_text
+
+    graph = program_from_text("""
+        lair u(): float32 W[4], float32 dW[4], float32 x[4], float32 s[4], float32 z[4],
+                  float32 beta -> float32 Wn[4], float32 xo[4], float32 bad[4]
+        {
+          upd: all (i) in (4) Wn[i] = W[i] - 0.125 * dW[i]
+          xn:  all (i) in (4) xo[i] = x[i] + beta * s[i] + z[i]
+          no:  all (i) in (4) bad[i] = x[i] - s[i] * z[i]
+        }
+    """).graph
+    assert op_steps(graph.statement("upd"), None) == (
+        OpShape("copy", "Wn", ("W",), None), OpShape("fmac", "Wn", (None, "dW"), Const(-0.125)))
+    assert op_steps(graph.statement("xn"), None) == (
+        OpShape("copy", "xo", ("x",), None), OpShape("fmac", "xo", ("beta", "s"), None),
+        OpShape("fadd", "xo", ("xo", "z"), None))
+    assert isinstance(op_steps(graph.statement("no"), None), str)  # - s * z: no constant
