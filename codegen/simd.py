@@ -168,7 +168,7 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
     dst = stmt.target.tensor
     steps: list[OpShape] = []
 
-    def leaf(v: Value) -> str | None | bool:
+    def leaf(v: Value) -> str | bool | None:
         if isinstance(v, Read):
             return None if v.tensor == trigger else v.tensor
         return None if isinstance(v, Const) else False

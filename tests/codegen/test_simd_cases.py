@@ -10,8 +10,8 @@ from conftest import EXAMPLES
 from codegen.driver import compile_file
 from codegen.pipeline import Compilation, compile_mapping
 from lair.diagnostics import CodegenError
-from lair.graph import Const
 from lair.frontend import load_program
+from lair.graph import Const
 from mapping.spec import parse_mapping_file
 from mapping.validate import validate_mapping
 from pesim.run import run_program
