@@ -538,12 +538,7 @@ class _ComputeBuilder:
         local = self.memory.of(flow.tensor)
         if local is None:
             raise CodegenError(f"'{flow.tensor}' is kept in memory but has no local array")
-        ext = flow.relation.range_factor_domain()
-        keep = 0 if flow.side in VERTICAL else 1
-        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
-            ext.get_space().range(), ext.get_space().range())).equate(
-            isl.dim_type.in_, keep, isl.dim_type.out, keep)
-        reaching = _bind_pe(ext.apply_range(line).intersect_range(flow.lines).reverse())
+        reaching = _bind_pe(flow.reaching().reverse())
         order = flow.order.reverse()
         with_index = order.bind_domain(poly.multi_id(order.get_space().domain(),
                                                      poly.index_names(flow.index_dims)))
@@ -783,14 +778,8 @@ class _ComputeBuilder:
         if local is None:
             raise CodegenError(f"output '{out.tensor}' has no local array")
         context = self.region.context()
-        dst_rel = out.relation.range_factor_domain()
         order = out.relation.range_factor_range()
-        keep = 0 if out.side in VERTICAL else 1
-        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
-            dst_rel.get_space().range(), dst_rel.get_space().range())).equate(
-            isl.dim_type.in_, keep, isl.dim_type.out, keep)
-        pe_elements = dst_rel.apply_range(line).intersect_range(out.senders).reverse()
-        elements = _bind_pe(pe_elements)  # elements sent by this PE, over PE_X, PE_Y
+        elements = _bind_pe(out.sent_by())  # elements sent by this PE, over PE_X, PE_Y
         k_to_t = order.reverse().intersect_range(elements)
         to_local = isl.Map.from_multi_aff(local.array.to_local_bound)
         k_to_t, to_local = poly.align_params(k_to_t, to_local)

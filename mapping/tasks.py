@@ -94,15 +94,14 @@ class InputFlow:
     def index_dims(self) -> int:
         return int(self.order.dim(isl.dim_type.out))
 
+    def reaching(self) -> isl.Map:
+        """``{ t[e] -> PE[x, y] }``: the compute PEs each element passes (its line)."""
+        ext = self.relation.range_factor_domain()
+        return ext.apply_range(same_line(self.side)).intersect_range(self.lines)
+
     def arrivals(self) -> isl.Map:
         """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
-        ext = self.relation.range_factor_domain()
-        keep = 0 if self.side in VERTICAL else 1
-        line = isl.Map.universe(isl.Space.map_from_domain_and_range(
-            ext.get_space().range(), ext.get_space().range())).equate(
-            isl.dim_type.in_, keep, isl.dim_type.out, keep)
-        to_pe = ext.apply_range(line).intersect_range(self.lines)
-        return to_pe.reverse().apply_range(self.order).coalesce()
+        return self.reaching().reverse().apply_range(self.order).coalesce()
 
     def arrival_context(self) -> isl.Set:
         """The (PE_X, PE_Y, index...) combinations that occur: the context of task code."""
@@ -124,6 +123,11 @@ class OutputFlow:
     relation: isl.Map  # relative coordinates, eq. (6)
     chain: bool  # partial results of every PE in the line are combined on the way
     senders: isl.Set  # compute PEs (relative) that take part
+
+    def sent_by(self) -> isl.Map:
+        """``{ PE[x, y] -> t[e] }``: the elements whose line each sending PE is in."""
+        dst = self.relation.range_factor_domain()
+        return dst.apply_range(same_line(self.side)).intersect_range(self.senders).reverse()
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ def _translate(dx: int, dy: int) -> isl.Map:
     return isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(space, affs))
 
 
-def _same_line(side: Side) -> isl.Map:
+def same_line(side: Side) -> isl.Map:
     """``{ PE[a, b] -> PE[c, d] }`` with the coordinate across the flow equal."""
     keep = 0 if side in VERTICAL else 1
     return isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
@@ -308,7 +312,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         if need.is_empty():
             raise unsupported(stream.tensor,
                 f"input '{stream.tensor}' is streamed in but no statement reads it")
-        direct = need.is_subset(stream.external_pes.apply_range(_same_line(side)))
+        direct = need.is_subset(stream.external_pes.apply_range(same_line(side)))
         if not direct:
             peel[stream.tensor] = side
     adapter_regions: dict[Side, Region] = {}
@@ -432,7 +436,7 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
     if adapter_line is None:
         lines = sources_rel.apply_range(_to_line_position(side, 0)).range()
-        reach = lines.apply(_same_line(side)).intersect(compute.pes())
+        reach = lines.apply(same_line(side)).intersect(compute.pes())
         return InputFlow(tensor, stream.kind, side, external_color, external_color,
                          _shift_relation(stream.relation, to_rel), stream.order, reach, None,
                          groups)
@@ -526,7 +530,7 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     writers = _need(model, mapping, tensor, write=True).apply_range(to_rel)
     relation = _shift_relation(stream.relation, to_rel)
     dst = stream.external_pes.apply_range(to_rel)
-    line = dst.apply_range(_same_line(side)).intersect_range(compute.pes())
+    line = dst.apply_range(same_line(side)).intersect_range(compute.pes())
     if not writers.is_subset(line):
         off = writers.subtract(line).domain()
         e = _witness(off)
