@@ -254,7 +254,9 @@ def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
            [backward])
     if lo < s:
         at(Cmp("==", pos, IConst(lo)), forward, [])
-    in_span = BoolOp("&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
+    length = a.region.width if a.side in VERTICAL else a.region.height
+    in_span = None if (lo, hi) == (0, length - 1) else BoolOp(
+        "&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
     routes.append(Route(flow.color, "RAMP", (FLOW_PORT[a.side],), in_span))
 
     context = a.region.context()
