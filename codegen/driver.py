@@ -16,12 +16,12 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from codegen import peprint
 from codegen.pipeline import STAGES, Compilation, compile_mapping
 from codegen.report import compile_report
-from lair.diagnostics import DtgError, InputError
+from lair.cli import ArgumentParser, run_guarded
+from lair.diagnostics import InputError
 from lair.frontend import Program, load_program
 from lair.printer import format_module
 from lair.specialize import Binding, parse_param
@@ -29,17 +29,8 @@ from mapping.spec import parse_mapping_file
 from mapping.validate import Mapping, validate_mapping
 
 
-class UsageError(DtgError):
-    """Bad command-line arguments."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ArgumentParser(
         prog="dtg-codegen",
         description="Compile a LAIR program and a mapping into per-PE code.",
     )
@@ -143,18 +134,10 @@ def run(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        output = run(args)
-    except DtgError as err:
-        print(err.format(), file=sys.stderr)
-        return 1
-    except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
-        print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
-              "please report it with the input that caused it", file=sys.stderr)
-        return 2
-    sys.stdout.write(output)
-    return 0
+    def body() -> None:
+        sys.stdout.write(run(build_parser().parse_args(argv)))
+
+    return run_guarded(body)
 
 
 if __name__ == "__main__":

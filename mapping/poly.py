@@ -66,6 +66,7 @@ __all__ = [
     "local_array",
     "multi_id",
     "param_id",
+    "points",
     "project_out_params",
     "range_box_hull",
     "rectangularity",
@@ -768,7 +769,8 @@ class SizeEnumeration:
         raise KeyError(tuple(identifier))
 
 
-def _points(s: isl.Set) -> list[tuple[int, ...]]:
+def points(s: isl.Set) -> list[tuple[int, ...]]:
+    """The integer points of a bounded set without parameters, in lexicographic order."""
     found: list[tuple[int, ...]] = []
     n = s.dim(_dt.set)
 
@@ -795,7 +797,7 @@ def enumerate_sizes(
     shift = isl.MultiAff.identity_on_domain_space(space).add(box.offset.insert_domain(space))
     shifted = over_index.preimage_multi_aff(shift)
     identifiers = project_out_params(shifted, pe).project_out_all_params().coalesce()
-    entries = tuple((point, _shifted_offset(box.offset, point)) for point in _points(identifiers))
+    entries = tuple((point, _shifted_offset(box.offset, point)) for point in points(identifiers))
     return SizeEnumeration(over_index, box, identifiers, entries)
 
 

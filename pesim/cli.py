@@ -14,29 +14,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 from rich.console import Console
 
-from lair.diagnostics import DtgError, InputError, SimulationError
+from lair.cli import ArgumentParser, UsageError, run_guarded
+from lair.diagnostics import InputError, SimulationError
 from lair.specialize import parse_param
 from pesim.fabric import FabricConfig, load_config
 from pesim.report import build_report, print_summary, write_report
 from pesim.run import run_file, run_program
 
 
-class UsageError(DtgError):
-    """Bad command-line arguments."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = ArgumentParser(
         prog="pesim",
         description="Simulate a PE module (the text dtg-codegen emits) on a PE mesh, check "
                     "its outputs against the reference LAIR program and report cycles.")
@@ -70,7 +62,7 @@ def write_outputs(path: str | Path, outputs: dict[str, np.ndarray]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def body() -> None:
         args = build_parser().parse_args(argv)
         if args.inputs is not None and args.seed is not None:
             raise UsageError("--inputs and --seed exclude each other: the seed only makes "
@@ -95,14 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not outcome.comparison.verified:
             raise SimulationError(f"the outputs differ from the reference: "
                                   f"{outcome.comparison.mismatch}")
-    except DtgError as err:
-        print(err.format(), file=sys.stderr)
-        return 1
-    except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
-        print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
-              "please report it with the input that caused it", file=sys.stderr)
-        return 2
-    return 0
+
+    return run_guarded(body)
 
 
 if __name__ == "__main__":

@@ -49,14 +49,6 @@ def read_map(text: str, what: str, loc: SourceLoc | None, example: str) -> isl.M
                            f"as {example}", loc) from None
 
 
-def points(s: isl.Set) -> list[tuple[int, ...]]:
-    """The integer points of a bounded set without parameters, in lexicographic order."""
-    n = int(s.dim(isl.dim_type.set))
-    found: list[tuple[int, ...]] = []
-    s.foreach_point(lambda p: found.append(
-        tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(n))))
-    found.sort()
-    return found
 
 
 def fix_pe(s: isl.Set, x: int, y: int) -> isl.Set:

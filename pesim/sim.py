@@ -30,10 +30,11 @@ import simpy
 
 from codegen.peir import Array, PeModule, PeProgram, StreamIO, Task
 from lair.diagnostics import SimulationError
+from mapping.poly import points
 from pesim.code import END, NUMPY, CycleLimitError, ProgramCode, SimdInfo, Variant, elementwise
 from pesim.expr import compile_cond, compile_iexpr
 from pesim.fabric import FabricConfig
-from pesim.isltext import check_array_set, check_stream, fix_pe, points
+from pesim.isltext import check_array_set, check_stream, fix_pe
 from pesim.verify import adjacent, pe_name, program_pes
 
 Gen = Generator[Any, Any, Any]

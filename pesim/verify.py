@@ -46,9 +46,10 @@ from codegen.peir import (
     Task,
 )
 from lair.diagnostics import SimulationError, SourceLoc
+from mapping.poly import points
 from pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
 from pesim.fabric import FabricConfig
-from pesim.isltext import check_array_set, check_pes, check_stream, points
+from pesim.isltext import check_array_set, check_pes, check_stream
 from pesim.parser import Locations, stmt_key
 
 PE_PARAMS = ("PE_X", "PE_Y")
