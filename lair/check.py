@@ -13,7 +13,7 @@ from typing import Literal, cast
 import networkx as nx
 
 from lair import ast
-from lair.diagnostics import LairSemanticError, SourceLoc
+from lair.diagnostics import LairSemanticError, LimitError, SourceLoc
 from lair.graph import (
     DTYPES,
     AffineExpr,
@@ -28,6 +28,7 @@ from lair.graph import (
     Unary,
     Value,
 )
+from lair.limits import MAX_INT, MAX_RANK, MAX_SIZE
 from lair.printer import format_expr
 from lair.specialize import eval_constant
 
@@ -123,19 +124,31 @@ def _check_decl(decl: ast.TensorDecl) -> tuple[int, ...]:
     if decl.dtype not in DTYPES:
         raise _err(f"unknown type '{decl.dtype}' for tensor '{decl.name}'; expected "
                    f"{' or '.join(DTYPES)} or a type parameter", decl.loc)
+    if len(decl.shape) > MAX_RANK:
+        raise LimitError(f"tensor '{decl.name}' has {len(decl.shape)} dimensions, more than "
+                         f"the limit of {MAX_RANK}", decl.loc)
     shape = []
     for k, dim in enumerate(decl.shape):
-        value = _constant(dim, f"dimension {k} of '{decl.name}'")
+        what = f"dimension {k} of '{decl.name}'"
+        value = _constant(dim, what)
         if value < 1:
-            raise _err(f"dimension {k} of '{decl.name}' is {value}; expected a positive size",
-                       _where(dim, decl.loc))
+            raise _err(f"{what} is {value}; expected a positive size", _where(dim, decl.loc))
+        _check_size(value, what, _where(dim, decl.loc))
         shape.append(value)
     return tuple(shape)
+
+
+def _check_size(value: int, what: str, loc: SourceLoc) -> None:
+    if value > MAX_SIZE:
+        raise LimitError(f"{what} is {value}, more than the limit of {MAX_SIZE} on sizes",
+                         loc)
 
 
 def _constant(expr: ast.Expr, what: str) -> int:
     try:
         return eval_constant(expr, {}, what)
+    except LimitError:
+        raise
     except Exception as exc:
         raise _err(f"expected an integer constant expression for {what}, got "
                    f"'{format_expr(expr)}'", getattr(expr, "loc", None)) from exc
@@ -161,12 +174,16 @@ def _check_statement(stmt: ast.Statement, name: str, node: ast.Node,
     if len(stmt.extents) != len(stmt.iterators):
         raise _err(f"{len(stmt.iterators)} iterators but {len(stmt.extents)} extents; "
                    "expected one extent per iterator", stmt.loc)
+    if len(stmt.iterators) > MAX_RANK:
+        raise LimitError(f"statement '{name}' has {len(stmt.iterators)} iterators, more than "
+                         f"the limit of {MAX_RANK}", stmt.loc)
     extents = []
     for it, ext in zip(stmt.iterators, stmt.extents, strict=True):
         extent = _constant(ext, f"the extent of '{it.name}'")
         if extent < 1:
             raise _err(f"the extent of '{it.name}' is {extent}; expected a positive size",
                        _where(ext, stmt.loc))
+        _check_size(extent, f"the extent of '{it.name}'", _where(ext, stmt.loc))
         extents.append(extent)
 
     target = _resolve_access(stmt.target, iterators, local, tensors)
@@ -223,7 +240,18 @@ def _resolve_access(acc: ast.Access, iterators: dict[str, SourceLoc],
 
 
 def _affine(expr: ast.Expr, iterators: dict[str, SourceLoc], acc: ast.Access) -> AffineExpr:
-    """Affine form of an index expression; anything else is a 'non-affine index' error."""
+    """Affine form of an index expression; anything else is a 'non-affine index' error.
+    Coefficients and constants must fit in 64 bits (isl takes them as C longs)."""
+    result = _affine_form(expr, iterators, acc)
+    if any(abs(v) > MAX_INT for v in (result.constant, *(c for _, c in result.terms))):
+        raise LimitError(f"index '{format_expr(expr)}' of '{acc.tensor}' has a coefficient or "
+                         f"constant beyond 64 bits (the limit is {MAX_INT})",
+                         _where(expr, acc.loc))
+    return result
+
+
+def _affine_form(expr: ast.Expr, iterators: dict[str, SourceLoc], acc: ast.Access
+                 ) -> AffineExpr:
     where = _where(expr, acc.loc)
     text = format_expr(expr)
     match expr:

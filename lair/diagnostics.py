@@ -46,6 +46,10 @@ class InputError(DtgError):
     """A file that cannot be read at all (missing, unreadable, not UTF-8 text)."""
 
 
+class LimitError(DtgError):
+    """An input beyond dtg's resource budget (:mod:`lair.limits`, ``docs/limits.md``)."""
+
+
 class LairSyntaxError(DtgError):
     """LAIR text that does not follow the grammar."""
 

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import stat
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from lair import ast
-from lair.diagnostics import InputError, LairSyntaxError, SourceLoc
+from lair.diagnostics import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
+from lair.limits import (
+    MAX_INPUT_BYTES,
+    MAX_INT,
+    MAX_NESTING,
+    abbreviate,
+    literal_value,
+    number_text,
+    rule_names,
+    too_deep,
+    tree_loc,
+)
 
 # Friendly names for the grammar's pattern terminals; literal terminals print as quoted text.
 TERMINAL_NAMES = {
@@ -47,12 +66,16 @@ def describe_expected(names: Iterable[str], lark: Lark, table: dict[str, str] | 
 def describe_token(token: Token) -> str:
     if token.type == "$END":
         return "end of file"
-    return f"'{token}'"
+    return f"'{abbreviate(str(token))}'"
 
 
 def syntax_error(err: UnexpectedInput, text: str, file: str, what: str, lark: Lark,
-                 table: dict[str, str] | None = None) -> LairSyntaxError:
-    """A :class:`LairSyntaxError` that names the position, the culprit and the alternatives."""
+                 table: dict[str, str] | None = None, noun: str | None = None
+                 ) -> LairSyntaxError:
+    """A :class:`LairSyntaxError` that names the position, the culprit and the alternatives.
+
+    An unexpected first token means the file is not a ``noun`` at all (a program given as
+    a mapping, say): the message then says so without quoting the file."""
     line = getattr(err, "line", None)
     column = getattr(err, "column", None)
     if not isinstance(line, int) or line < 1:
@@ -70,9 +93,20 @@ def syntax_error(err: UnexpectedInput, text: str, file: str, what: str, lark: La
         return LairSyntaxError(f"unexpected end of file in {what}{alternatives}",
                                SourceLoc(file, line, column))
     if isinstance(err, UnexpectedToken):
+        if _at_start(err):
+            return LairSyntaxError(
+                f"this file does not start like a {noun or what}{alternatives}", loc)
         return LairSyntaxError(
             f"unexpected {describe_token(err.token)} in {what}{alternatives}", loc)
     return LairSyntaxError(f"cannot parse {what}", loc)
+
+
+def _at_start(err: UnexpectedToken) -> bool:
+    """Whether the parser stopped before consuming any token."""
+    interactive = getattr(err, "interactive_parser", None)
+    state = getattr(interactive, "parser_state", None)
+    stack = getattr(state, "state_stack", None)
+    return isinstance(stack, list) and len(stack) == 1
 
 
 def _acceptable(err: UnexpectedInput) -> set[str]:
@@ -99,16 +133,33 @@ def _parser() -> Lark:
 
 
 def read_source(path: str | Path) -> str:
-    """Read a text file, reporting missing files and non-UTF-8 bytes as :class:`InputError`."""
+    """Read a text file within the input budget (:data:`MAX_INPUT_BYTES`), reporting
+    missing, special, oversized and non-UTF-8 files as :class:`InputError`.
+
+    The size is checked before reading and the read is bounded, so ``/dev/zero`` or a
+    huge file costs nothing; FIFOs and devices are refused before they are opened (an
+    open FIFO would block)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        info = os.stat(path)
     except FileNotFoundError:
         raise InputError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, expected a file") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError("not a regular file (a device, pipe or socket); expected a text file",
+                         SourceLoc(str(path), 1, 1))
+    if info.st_size > MAX_INPUT_BYTES:
+        raise _too_large(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > MAX_INPUT_BYTES:  # the file grew after stat
+        raise _too_large(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -127,25 +178,64 @@ def read_source(path: str | Path) -> str:
     return text
 
 
+def _too_large(path: Path) -> InputError:
+    return InputError(f"the file is larger than {MAX_INPUT_BYTES >> 20} MiB, the limit for input "
+                      "files", SourceLoc(str(path), 1, 1))
+
+
 def parse_file(path: str | Path) -> ast.Module:
     return parse(read_source(path), str(path))
 
 
+# Rules that nest expressions (and so the recursion of every later stage).
+NESTING_RULES = rule_names(["add", "sub", "mul", "floordiv", "div", "mod", "neg", "call",
+                            "access", "dim"])
+
+
 def parse(text: str, file: str = "<string>") -> ast.Module:
     """Parse LAIR source text; raises :class:`LairSyntaxError` with position on bad input."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise LimitError(f"the program has {len(text)} characters, more than the limit of "
+                         f"{MAX_INPUT_BYTES}", SourceLoc(file, 1, 1))
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise syntax_error(err, text, file, "LAIR", _parser()) from None
-    module: ast.Module = _ToAst(file).transform(tree)
+        raise syntax_error(err, text, file, "LAIR", _parser(), noun="LAIR program") from None
+    check_nesting(tree, file, NESTING_RULES, "expression")
+    try:
+        module: ast.Module = _ToAst(file).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, DtgError):
+            raise err.orig_exc from None
+        raise
     if not module.nodes:
         raise LairSyntaxError("no 'lair' node in file; expected at least one node",
                               SourceLoc(file, 1, 1))
     return module
 
 
+def check_nesting(tree: Tree[Any], file: str, counts: Callable[[str], bool], what: str,
+                  hint: str = "split it into several statements") -> None:
+    """Refuse trees nested beyond :data:`MAX_NESTING`, which later stages walk
+    recursively; the error points at the first construct too deep."""
+    deep = too_deep(tree, counts)
+    if deep is not None:
+        raise LimitError(f"{what} nested more than {MAX_NESTING} levels deep, the limit; "
+                         f"{hint}", tree_loc(deep, file))
+
+
+def int_literal(token: Token, file: str) -> int:
+    """The value of an INT token, or a located error beyond :data:`MAX_INT`."""
+    value = literal_value(str(token))
+    if value is None:
+        raise LimitError(f"integer literal {number_text(str(token))} is larger than {MAX_INT}, "
+                         "the largest integer dtg takes (64 bits)",
+                         SourceLoc(file, token.line or 1, token.column or 1))
+    return value
+
+
 @v_args(meta=True)
-class _ToAst(Transformer[Token, Any]):
+class _ToAst(Transformer_NonRecursive[Token, Any]):
     """Builds AST nodes bottom-up; every node gets the position where its text starts."""
 
     def __init__(self, file: str):
@@ -222,7 +312,7 @@ class _ToAst(Transformer[Token, Any]):
         return ast.Access(str(name), tuple(indices), self._tok(name))
 
     def int_lit(self, meta: Any, children: list[Token]) -> ast.IntLit:
-        return ast.IntLit(int(children[0]), self._tok(children[0]))
+        return ast.IntLit(int_literal(children[0], self.file), self._tok(children[0]))
 
     def float_lit(self, meta: Any, children: list[Token]) -> ast.FloatLit:
         return ast.FloatLit(float(children[0]), self._tok(children[0]))

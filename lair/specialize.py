@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from lair import ast
-from lair.diagnostics import SourceLoc, SpecializationError
+from lair.diagnostics import LimitError, SourceLoc, SpecializationError
 from lair.graph import DTYPES
+from lair.limits import MAX_INT, abbreviate, literal_value, number_text
 
 Binding = int | str
 
@@ -23,22 +24,34 @@ def parse_param(text: str) -> tuple[str, Binding]:
     name, value = name.strip(), value.strip()
     if not sep or not name.isidentifier() or not value:
         raise SpecializationError(
-            f"malformed --param {text!r}; expected NAME=VALUE, e.g. --param M=32")
-    try:
-        return name, int(value)
-    except ValueError:
-        if value.isidentifier():
-            return name, value
-        raise SpecializationError(
-            f"malformed --param {text!r}: {value!r} is neither an integer nor a type name"
-        ) from None
+            f"malformed --param {abbreviate(text, 60)!r}; expected NAME=VALUE, e.g. --param M=32")
+    digits = value.removeprefix("-").removeprefix("+")
+    if digits.isascii() and digits.isdigit():
+        number = literal_value(digits)
+        if number is None:
+            raise LimitError(f"--param {name}={number_text(value)}: the value does not fit in "
+                             f"64 bits; the limit is {MAX_INT}")
+        return name, -number if value.startswith("-") else number
+    if value.isidentifier():
+        return name, value
+    if len(value) <= 40:  # Python's other integer spellings, e.g. 1_000
+        try:
+            return name, _bounded(int(value), f"--param {name}", None)
+        except ValueError:
+            pass
+    raise SpecializationError(
+        f"malformed --param {abbreviate(text, 60)!r}: {abbreviate(value, 40)!r} is neither "
+        "an integer nor a type name")
 
 
 def eval_constant(expr: ast.Expr, env: Mapping[str, Binding], what: str) -> int:
-    """Evaluate an integer constant expression (literals, bound names, + - * // %)."""
+    """Evaluate an integer constant expression (literals, bound names, + - * // %).
+
+    Every intermediate value must fit in 64 bits (:data:`MAX_INT`), which also keeps the
+    work small: no product of huge numbers is ever computed."""
     match expr:
-        case ast.IntLit(value):
-            return value
+        case ast.IntLit(value, loc):
+            return _bounded(value, what, loc)
         case ast.Name(name, loc):
             bound = env.get(name)
             if bound is None:
@@ -46,17 +59,24 @@ def eval_constant(expr: ast.Expr, env: Mapping[str, Binding], what: str) -> int:
             if not isinstance(bound, int):
                 raise SpecializationError(
                     f"'{name}' is the type {bound}, expected an integer in {what}", loc)
-            return bound
-        case ast.Neg(operand):
-            return -eval_constant(operand, env, what)
+            return _bounded(bound, what, loc)
+        case ast.Neg(operand, loc):
+            return _bounded(-eval_constant(operand, env, what), what, loc)
         case ast.BinOp(op, lhs, rhs, loc) if op in ("+", "-", "*", "//", "%"):
             a, b = eval_constant(lhs, env, what), eval_constant(rhs, env, what)
             if op in ("//", "%") and b == 0:
                 raise SpecializationError(f"division by zero in {what}", loc)
-            return {"+": a + b, "-": a - b, "*": a * b,
-                    "//": a // b if b else 0, "%": a % b if b else 0}[op]
+            return _bounded({"+": a + b, "-": a - b, "*": a * b,
+                             "//": a // b if b else 0, "%": a % b if b else 0}[op], what, loc)
     raise SpecializationError(
         f"expected an integer constant expression in {what}", getattr(expr, "loc", None))
+
+
+def _bounded(value: int, what: str, loc: SourceLoc | None) -> int:
+    if abs(value) > MAX_INT:
+        raise LimitError(f"{what} reaches {number_text(str(value))}, which does not fit in 64 "
+                         f"bits; the limit is {MAX_INT}", loc)
+    return value
 
 
 def file_bindings(module: ast.Module) -> dict[str, tuple[Binding, SourceLoc]]:

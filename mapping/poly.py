@@ -43,6 +43,7 @@ __all__ = [
     "LocalArray",
     "Rectangularity",
     "SizeEnumeration",
+    "UnboundedSetError",
     "accessed_elements",
     "align_params",
     "apply_inverse_access",
@@ -656,6 +657,24 @@ def rewrite_access(access: isl.Map, compression: Compression) -> isl.Map:
     return access.preimage_domain_multi_aff(ma)
 
 
+# -------------------- guards
+
+
+class UnboundedSetError(CodegenError):
+    """A primitive that needs extremes or points was given an unbounded set.
+
+    Validated programs and mappings never lead to one (validation rejects unbounded
+    placements and stream relations at their entry); this keeps a bug or a hand-built
+    input from ending in an isl "unbounded optimum" error."""
+
+
+def _require_bounded(s: isl.Set, what: str) -> None:
+    if not s.is_bounded():
+        text = str(s)
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise UnboundedSetError(f"{what} needs a bounded set, got the unbounded {shown}")
+
+
 # -------------------- rectangularity (§5.1)
 
 
@@ -709,6 +728,7 @@ def rectangularity(s: isl.Set, index: Sequence[str] | None = None) -> Rectangula
     of ``s``; its size is fixed when it does not depend on the index constants
     ``index`` (default: all ``index*`` parameters), while it may depend on the PE.
     """
+    _require_bounded(s, "the rectangularity analysis")
     space = s.get_space()
     n = s.dim(_dt.set)
     index = index_params(s) if index is None else tuple(index)
@@ -771,6 +791,7 @@ class SizeEnumeration:
 
 def points(s: isl.Set) -> list[tuple[int, ...]]:
     """The integer points of a bounded set without parameters, in lexicographic order."""
+    _require_bounded(s, "listing the points of a set")
     found: list[tuple[int, ...]] = []
     n = s.dim(_dt.set)
 

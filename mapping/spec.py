@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedInput
+from lark.exceptions import UnexpectedInput, VisitError
 
 from lair.ast import NOWHERE
-from lair.diagnostics import MappingError, SourceLoc
+from lair.diagnostics import DtgError, LimitError, MappingError, SourceLoc
+from lair.limits import MAX_INPUT_BYTES, isl_text_problem, offset_loc
 from lair.parser import read_source, syntax_error
 
 Kind = Literal["sparse", "dense", "resident"]
@@ -87,11 +88,19 @@ def parse_mapping_file(path: str | Path) -> MappingSpec:
 
 def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
     """Parse a mapping spec; structure errors are reported here, meaning in validation."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise LimitError(f"the mapping has {len(text)} characters, more than the limit of "
+                         f"{MAX_INPUT_BYTES}", SourceLoc(file, 1, 1))
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
         raise syntax_error(err, text, file, "mapping spec", _parser(), TERMINALS) from None
-    entries = _ToSpec(file).transform(tree)
+    try:
+        entries = _ToSpec(file).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, DtgError):
+            raise err.orig_exc from None
+        raise
     rectangle: IslText | None = None
     placement: IslText | None = None
     tensors: dict[str, TensorSpec] = {}
@@ -136,7 +145,11 @@ class _ToSpec(Transformer[Token, Any]):
         self.file = file
 
     def _isl(self, token: Token) -> IslText:
-        return IslText(str(token), SourceLoc(self.file, token.line or 1, token.column or 1))
+        loc = SourceLoc(self.file, token.line or 1, token.column or 1)
+        problem = isl_text_problem(str(token))
+        if problem is not None:
+            raise LimitError(problem[0], offset_loc(loc, str(token), problem[1]))
+        return IslText(str(token), loc)
 
     def start(self, meta: Any, entries: list[Any]) -> list[Any]:
         return entries

@@ -6,13 +6,22 @@ where isl finds a violation, one concrete witness (an instance, a PE, an element
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import islpy as isl
 
-from lair.diagnostics import MappingError, SourceLoc
-from lair.lower import CTX, PolyModel, box_set, point_coordinates
+from lair.diagnostics import LimitError, MappingError, SourceLoc
+from lair.limits import (
+    MAX_COORD,
+    MAX_PES,
+    MAX_RANK,
+    isl_text_problem,
+    number_text,
+    offset_loc,
+)
+from lair.lower import CTX, PolyModel, box_set, named_set_space, point_coordinates
 from mapping.spec import Direction, IslText, MappingSpec, TensorSpec
 
 PE = "PE"
@@ -84,6 +93,9 @@ class Mapping:
 
 
 def _parse(cls: type, text: IslText, what: str) -> isl.Map | isl.Set | isl.UnionMap:
+    problem = isl_text_problem(text.text)  # parse_mapping checks too; specs may be built
+    if problem is not None:
+        raise LimitError(problem[0], offset_loc(text.loc, text.text, problem[1]))
     try:
         return cls(text.text)
     except isl.Error:
@@ -99,13 +111,57 @@ _EXAMPLES = {
 }
 
 
-def _fmt(name: str, coords: tuple[int, ...]) -> str:
+def _fmt(name: str, coords: Sequence[object]) -> str:
     return f"{name}[{', '.join(map(str, coords))}]"
 
 
 def _sample(s: isl.Set) -> tuple[int, ...]:
-    """The lexicographically smallest point: a witness that reads naturally and is stable."""
+    """The lexicographically smallest point: a witness that reads naturally and is stable.
+    Only for bounded sets of small numbers (statement instances, tensor elements)."""
     return point_coordinates(s.lexmin().sample_point(), int(s.dim(isl.dim_type.set)))
+
+
+def _pe_space() -> isl.Space:
+    return named_set_space(PE, ["x", "y"])
+
+
+def _same_tuples(space: isl.Space, expected: isl.Space) -> bool:
+    """Same tuple names and sizes, with no nesting where ``expected`` has none."""
+    return bool(space.has_equal_tuples(expected))
+
+
+def _window(space: isl.Space, bound: int = MAX_COORD) -> isl.Set:
+    """Every point of ``space`` whose coordinates lie within ``[-bound, bound]``."""
+    box = isl.Set.universe(space)
+    for k in range(box.dim(isl.dim_type.set)):
+        box = box.lower_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(CTX, -bound))
+        box = box.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(CTX, bound))
+    return box
+
+
+def _coords_text(point: isl.Point) -> tuple[str, ...]:
+    n = int(point.get_space().dim(isl.dim_type.set))
+    return tuple(number_text(point.get_coordinate_val(isl.dim_type.set, k).to_str())
+                 for k in range(n))
+
+
+def _witness(s: isl.Set) -> tuple[str, ...]:
+    """A point of the non-empty ``s`` for a message, as text: the lexicographic minimum of
+    its part in the smallest of a few windows around 0 that meets it (stable, and lexmin
+    needs a bounded set), else any point. Safe on unbounded sets and on huge numbers."""
+    for bound in (1 << 4, 1 << 16, MAX_COORD):
+        near = s.intersect(_window(s.get_space(), bound))
+        if not near.is_empty():
+            return _coords_text(near.lexmin().sample_point())
+    return _coords_text(s.sample_point())
+
+
+def _multi_valued(rel: isl.Map) -> isl.Set:
+    """The domain elements that ``rel`` maps to two or more elements (also when it maps
+    them to infinitely many, where ``lexmax`` has no answer)."""
+    pairs = rel.range_product(rel)
+    same = isl.Map.identity(rel.get_space().range().map_from_set()).wrap()
+    return pairs.subtract_range(same).domain()
 
 
 def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
@@ -149,14 +205,27 @@ def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
 def _rectangle(text: IslText) -> tuple[int, int]:
     rect = _parse(isl.Set, text, "rectangle")
     assert isinstance(rect, isl.Set)
-    if (rect.get_tuple_name() != PE or rect.dim(isl.dim_type.set) != 2
-            or rect.dim(isl.dim_type.param) != 0 or not rect.is_singleton()):
-        raise MappingError("the rectangle must be a single point PE[columns, rows], "
-                           "e.g. { PE[4, 5] }", text.loc)
-    width, height = _sample(rect)
-    if width < 1 or height < 1:
-        raise MappingError(f"the rectangle {_fmt(PE, (width, height))} is empty; expected "
+    single = "the rectangle must be a single point PE[columns, rows], e.g. { PE[4, 5] }"
+    if (not _same_tuples(rect.get_space(), _pe_space())
+            or rect.dim(isl.dim_type.param) != 0):
+        raise MappingError(single, text.loc)
+    if rect.is_empty():
+        raise MappingError(f"the rectangle {text.text} is the empty set; {single}", text.loc)
+    if not rect.is_singleton():
+        raise MappingError(single, text.loc)
+    one = isl.Val.int_from_si(CTX, 1)
+    positive = isl.Set.universe(rect.get_space()).lower_bound_val(
+        isl.dim_type.set, 0, one).lower_bound_val(isl.dim_type.set, 1, one)
+    if not rect.is_subset(positive):
+        raise MappingError(f"the rectangle {_fmt(PE, _witness(rect))} is empty; expected "
                            "positive numbers of columns and rows", text.loc)
+    if not rect.is_subset(_pe_box(1, MAX_PES, 1, MAX_PES)):
+        raise LimitError(f"the rectangle {_fmt(PE, _witness(rect))} has more than {MAX_PES} "
+                         "PEs, the limit", text.loc)
+    width, height = _sample(rect)
+    if width * height > MAX_PES:
+        raise LimitError(f"the rectangle {_fmt(PE, (width, height))} has {width * height} PEs, "
+                         f"more than the limit of {MAX_PES}", text.loc)
     return width, height
 
 
@@ -165,45 +234,50 @@ def _placement(text: IslText, model: PolyModel, rect: isl.Set) -> tuple[tuple[st
     assert isinstance(union, isl.UnionMap)
     if union.dim(isl.dim_type.param) != 0:
         raise MappingError("the placement must not have parameters", text.loc)
-    names = [s.name for s in model.statements]
+    statements = {s.name: s for s in model.statements}
     pieces: dict[str, isl.Map] = {}
     maps = union.get_map_list()
     for rel in (maps.get_at(k) for k in range(maps.n_map())):
         name = rel.get_tuple_name(isl.dim_type.in_)
-        if name not in names:
+        if name not in statements:
             raise MappingError(f"the placement names unknown statement '{name}'; statements "
-                               f"are {', '.join(names)}", text.loc)
-        if rel.get_tuple_name(isl.dim_type.out) != PE or rel.dim(isl.dim_type.out) != 2:
+                               f"are {', '.join(statements)}", text.loc)
+        if not _same_tuples(rel.get_space().range(), _pe_space()):
             raise MappingError(f"the placement of '{name}' must map to PE[x, y]", text.loc)
+        domain = statements[name].domain
+        if rel.dim(isl.dim_type.in_) != domain.dim(isl.dim_type.set):
+            raise MappingError(
+                f"the placement gives '{name}' {rel.dim(isl.dim_type.in_)} dimensions; "
+                f"it has {domain.dim(isl.dim_type.set)}", text.loc)
+        if not _same_tuples(rel.get_space().domain(), domain.get_space()):
+            raise MappingError(f"the placement must place instances {name}[...] with one "
+                               "plain tuple of iterators, not a nested one", text.loc)
         pieces[name] = pieces[name].union(rel) if name in pieces else rel
     result = []
     for stmt in model.statements:
         if stmt.name not in pieces:
             raise MappingError(f"the placement does not place statement '{stmt.name}'",
                                text.loc)
-        rel = pieces[stmt.name]
-        if rel.dim(isl.dim_type.in_) != stmt.domain.dim(isl.dim_type.set):
-            raise MappingError(
-                f"the placement gives '{stmt.name}' {rel.dim(isl.dim_type.in_)} dimensions; "
-                f"it has {stmt.domain.dim(isl.dim_type.set)}", text.loc)
-        rel = rel.intersect_domain(stmt.domain)
+        rel = pieces[stmt.name].intersect_domain(stmt.domain)
         unplaced = stmt.domain.subtract(rel.domain())
         if not unplaced.is_empty():
             raise MappingError(f"the placement is not defined on every instance: "
                                f"{_fmt(stmt.name, _sample(unplaced))} has no PE", text.loc)
         if not rel.is_single_valued():
-            twice = rel.lexmax().subtract(rel.lexmin()).domain()
-            inst = _sample(twice)
+            inst = _sample(_multi_valued(rel))
             at = isl.Set.from_point(_point(stmt.domain.get_space(), inst))
-            pes = [_sample(rel.lexmin().intersect_domain(at).range()),
-                   _sample(rel.lexmax().intersect_domain(at).range())]
+            image = rel.intersect_domain(at).range()
+            if not image.is_bounded():
+                raise MappingError(f"the placement is not a function: {_fmt(stmt.name, inst)} "
+                                   "is placed on infinitely many PEs", text.loc)
+            pes = [_witness(image.lexmin()), _witness(image.lexmax())]
             raise MappingError(f"the placement is not a function: {_fmt(stmt.name, inst)} is "
                                f"placed on {_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}", text.loc)
         outside = rel.subtract_range(rect)
         if not outside.is_empty():
             inst = _sample(outside.domain())
             at = isl.Set.from_point(_point(stmt.domain.get_space(), inst))
-            pe = _sample(outside.intersect_domain(at).range())
+            pe = _witness(outside.intersect_domain(at).range())
             raise MappingError(f"{_fmt(stmt.name, inst)} is placed on {_fmt(PE, pe)}, outside "
                                f"the rectangle {rect}", text.loc)
         result.append((stmt.name, rel))
@@ -251,32 +325,47 @@ def _stream(tspec: TensorSpec, model: PolyModel, rect: isl.Set, width: int, heig
     if rel.dim(isl.dim_type.param) != 0:
         raise MappingError(f"the relation for '{name}' must not have parameters", loc)
     expected = f"expected {{ {name}[...] -> [PE[x, y] -> index[...]] }}"
-    if not rel.range_is_wrapping():
+    if not _same_tuples(rel.get_space().domain(), shape.get_space()):
+        raise MappingError(f"the relation for '{name}' must map elements {name}[...] with one "
+                           f"plain tuple of indices, not a nested one; {expected}", loc)
+    if not rel.range_is_wrapping() or rel.get_tuple_name(isl.dim_type.out):
         raise MappingError(f"the relation for '{name}' does not name an external PE; {expected}",
                            loc)
     pes, order = rel.range_factor_domain(), rel.range_factor_range()
-    if pes.get_tuple_name(isl.dim_type.out) != PE or pes.dim(isl.dim_type.out) != 2:
+    if not _same_tuples(pes.get_space().range(), _pe_space()):
         raise MappingError(f"the relation for '{name}' must go to PE[x, y]; {expected}", loc)
-    if order.get_tuple_name(isl.dim_type.out) != INDEX or order.dim(isl.dim_type.out) < 1:
-        raise MappingError(f"the relation for '{name}' must give an index[...] of at least one "
-                           f"dimension; {expected}", loc)
+    if (order.get_tuple_name(isl.dim_type.out) != INDEX or order.dim(isl.dim_type.out) < 1
+            or order.get_space().range().is_wrapping()):
+        raise MappingError(f"the relation for '{name}' must give one plain index[...] of at "
+                           f"least one dimension; {expected}", loc)
+    if order.dim(isl.dim_type.out) > MAX_RANK:
+        raise LimitError(f"the relation for '{name}' gives an index of "
+                         f"{order.dim(isl.dim_type.out)} dimensions, more than the limit of "
+                         f"{MAX_RANK}", loc)
     rel = rel.coalesce()
     beyond = rel.domain().subtract(shape)
     if not beyond.is_empty():
-        raise MappingError(f"the relation for '{name}' names {_fmt(name, _sample(beyond))}, "
+        raise MappingError(f"the relation for '{name}' names {_fmt(name, _witness(beyond))}, "
                            f"outside the shape of '{name}'", loc)
     uncovered = shape.subtract(rel.domain())
     if not uncovered.is_empty():
         raise MappingError(f"the relation for '{name}' does not cover every element: "
                            f"{_fmt(name, _sample(uncovered))} has no (PE, index)", loc)
     if not rel.is_single_valued():
-        twice = rel.lexmax().subtract(rel.lexmin()).domain()
-        raise MappingError(f"the relation for '{name}' gives {_fmt(name, _sample(twice))} more "
-                           "than one (PE, index) pair; expected one", loc)
+        twice = _sample(_multi_valued(rel))
+        many = "more than one (PE, index) pair" if rel.wrap().is_bounded() else (
+            "infinitely many (PE, index) pairs")
+        raise MappingError(f"the relation for '{name}' gives {_fmt(name, twice)} {many}; "
+                           "expected one", loc)
+    indices = order.intersect_domain(shape).range()
+    if not indices.is_subset(_window(indices.get_space())):
+        raise LimitError(f"the relation for '{name}' gives the index "
+                         f"{_fmt(INDEX, _witness(indices.subtract(_window(indices.get_space()))))}"
+                         f"; indices lie within -{MAX_COORD}..{MAX_COORD}", loc)
     if not rel.is_injective():
         rev = rel.reverse()
         key = rev.lexmax().subtract(rev.lexmin()).domain().sample_point()
-        coords = point_coordinates(key, int(key.get_space().dim(isl.dim_type.set)))
+        coords = _coords_text(key)
         pe, idx = coords[:2], coords[2:]
         elems = rev.intersect_domain(isl.Set.from_point(key))
         first, last = _sample(elems.lexmin().range()), _sample(elems.lexmax().range())
@@ -287,11 +376,11 @@ def _stream(tspec: TensorSpec, model: PolyModel, rect: isl.Set, width: int, heig
     inside = ext.intersect(rect)
     if not inside.is_empty():
         raise MappingError(f"'{name}' {'arrives from' if tspec.direction == 'input' else 'goes to'}"
-                           f" {_fmt(PE, _sample(inside))}, inside the rectangle; external PEs "
+                           f" {_fmt(PE, _witness(inside))}, inside the rectangle; external PEs "
                            "lie outside it", loc)
     far = ext.subtract(border_ring(width, height))
     if not far.is_empty():
         raise MappingError(f"'{name}' {'arrives from' if tspec.direction == 'input' else 'goes to'}"
-                           f" {_fmt(PE, _sample(far))}, which is not next to the rectangle "
+                           f" {_fmt(PE, _witness(far))}, which is not next to the rectangle "
                            f"(columns 0..{width - 1}, rows 0..{height - 1})", loc)
     return Stream(name, tspec.direction, tspec.kind, rel)

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from codegen.peir import (
@@ -56,8 +56,18 @@ from codegen.peir import (
     Task,
     TaskKind,
 )
-from lair.diagnostics import DtgError, SimulationError, SourceLoc
-from lair.parser import read_source, syntax_error
+from lair.diagnostics import DtgError, LimitError, SimulationError, SourceLoc
+from lair.limits import (
+    MAX_INPUT_BYTES,
+    MAX_PE_BLOCKS,
+    MAX_PE_NESTING,
+    MAX_PES,
+    isl_text_problem,
+    offset_loc,
+    too_deep,
+    tree_loc,
+)
+from lair.parser import int_literal, read_source, syntax_error
 
 Locations = dict[tuple[str, ...], SourceLoc]
 
@@ -102,11 +112,15 @@ def parse_module(text: str, file: str = "<string>") -> PeModule:
 
 def parse_module_text(text: str, file: str = "<string>") -> tuple[PeModule, Locations]:
     """Parse PE-module text into the module and the source position of its parts."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise LimitError(f"the PE module has {len(text)} characters, more than the limit of "
+                         f"{MAX_INPUT_BYTES}", SourceLoc(file, 1, 1))
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
         error = syntax_error(err, text, file, "PE module", _parser(), TERMINALS)
         raise PeSyntaxError(error.message, error.loc) from None
+    _check_budget(tree, file)
     builder = _ToIr(file)
     try:
         module: PeModule = builder.transform(tree)
@@ -115,6 +129,46 @@ def parse_module_text(text: str, file: str = "<string>") -> tuple[PeModule, Loca
             raise err.orig_exc from None
         raise
     return module, builder.finish(module)
+
+
+# Rules whose nesting the verifier and the simulator follow recursively: expressions,
+# conditions and the bodies of loops and conditionals.
+_NESTING = frozenset([
+    "iadd", "isub", "imul", "ifloordiv", "imod", "imin", "imax", "ineg",
+    "c_or", "c_and", "c_not", "c_cmp",
+    "fadd_e", "fsub_e", "fmul_e", "fmax_e", "fneg", "fload", "lvalue",
+    "for_stmt", "if_stmt",
+])
+_BLOCKS = frozenset(["for_stmt", "if_stmt"])
+
+
+def _check_budget(tree: Tree[Token], file: str) -> None:
+    """Refuse, with the position of the culprit, what is beyond :mod:`lair.limits`:
+    nesting deeper than :data:`MAX_PE_NESTING` (:data:`MAX_PE_BLOCKS` for blocks),
+    integers beyond 64 bits, isl texts too long or too deep, and a mesh of more than
+    :data:`MAX_PES` PEs. Iterative: the tree may be arbitrarily deep."""
+    deep = too_deep(tree, lambda rule: rule in _BLOCKS, MAX_PE_BLOCKS)
+    if deep is not None:
+        raise LimitError(f"loops and conditionals nested more than {MAX_PE_BLOCKS} levels deep, "
+                         "the limit", tree_loc(deep, file))
+    deep = too_deep(tree, lambda rule: rule in _NESTING, MAX_PE_NESTING)
+    if deep is not None:
+        raise LimitError(f"expressions and blocks nested more than {MAX_PE_NESTING} levels "
+                         "deep, the limit", tree_loc(deep, file))
+    for token in tree.scan_values(lambda v: isinstance(v, Token)):
+        if token.type == "INT":
+            int_literal(token, file)
+        elif token.type == "ISL":
+            problem = isl_text_problem(str(token))
+            if problem is not None:
+                start = SourceLoc(file, token.line or 1, token.column or 1)
+                raise LimitError(problem[0], offset_loc(start, str(token), problem[1]))
+    mesh = [c for c in tree.children[1:3] if isinstance(c, Token)]
+    width, height = (int_literal(c, file) for c in mesh)
+    if width * height > MAX_PES:
+        raise LimitError(f"the mesh PE[{width}, {height}] has {width * height} PEs, more than "
+                         f"the limit of {MAX_PES}",
+                         SourceLoc(file, mesh[0].line or 1, mesh[0].column or 1))
 
 
 @dataclass(frozen=True)
@@ -136,7 +190,7 @@ class _Kind:
 
 
 @v_args(meta=True)
-class _ToIr(Transformer[Token, Any]):
+class _ToIr(Transformer_NonRecursive[Token, Any]):
     """Builds IR bottom-up and records where each part starts."""
 
     def __init__(self, file: str):
@@ -155,6 +209,9 @@ class _ToIr(Transformer[Token, Any]):
 
     def _tok(self, token: Token) -> SourceLoc:
         return SourceLoc(self.file, token.line or 1, token.column or 1)
+
+    def _int(self, token: Token) -> int:
+        return int_literal(token, self.file)
 
     def _stmt(self, stmt: Stmt, meta: Any) -> Stmt:
         self.stmt_locs[id(stmt)] = self._loc(meta)
@@ -178,7 +235,8 @@ class _ToIr(Transformer[Token, Any]):
         programs = tuple(c for c in rest if isinstance(c, PeProgram))
         self.locs[("module",)] = self._tok(name)
         ref, params = reference if reference is not None else (None, ())
-        return PeModule(str(name), int(width), int(height), ref, params, streams, programs)
+        return PeModule(str(name), self._int(width), self._int(height), ref, params, streams,
+                        programs)
 
     def reference(self, meta: Any, children: list[Any]) -> tuple[str, tuple[Any, ...]]:
         path, *params = children
@@ -186,7 +244,7 @@ class _ToIr(Transformer[Token, Any]):
         return str(path)[1:-1], tuple(params)
 
     def int_param(self, meta: Any, children: list[Any]) -> tuple[str, int]:
-        return str(children[0]), int(children[1])
+        return str(children[0]), self._int(children[1])
 
     def name_param(self, meta: Any, children: list[Token]) -> tuple[str, str]:
         return str(children[0]), str(children[1])
@@ -197,7 +255,7 @@ class _ToIr(Transformer[Token, Any]):
         self.locs[("stream", str(index))] = self._tok(isl)
         self.locs[("stream_head", str(index))] = self._loc(meta)
         return StreamIO(str(direction.children[0]), str(name),  # type: ignore[arg-type]
-                        str(kind.children[0]), int(color), str(isl))  # type: ignore[arg-type]
+                        str(kind.children[0]), self._int(color), str(isl))  # type: ignore[arg-type]
 
     # -------------------------------------------------------------------- program
 
@@ -241,10 +299,10 @@ class _ToIr(Transformer[Token, Any]):
         self.locs.setdefault(key, loc)
 
     def pos_int(self, meta: Any, children: list[Token]) -> int:
-        return int(children[0])
+        return self._int(children[0])
 
     def neg_int(self, meta: Any, children: list[Token]) -> int:
-        return -int(children[0])
+        return -self._int(children[0])
 
     def array(self, meta: Any, children: list[Any]) -> tuple[Array, SourceLoc]:
         dtype, name, shape, offset, load, store = children
@@ -256,7 +314,7 @@ class _ToIr(Transformer[Token, Any]):
         return array, self._tok(name)
 
     def dims(self, meta: Any, children: list[Token]) -> tuple[int, ...]:
-        return tuple(int(c) for c in children)
+        return tuple(self._int(c) for c in children)
 
     def offset(self, meta: Any, children: list[IExpr | None]) -> tuple[IExpr, ...]:
         return tuple(c for c in children if c is not None)
@@ -274,7 +332,7 @@ class _ToIr(Transformer[Token, Any]):
 
     def route(self, meta: Any, children: list[Any]) -> tuple[Route, SourceLoc]:
         color, source, *targets, guard = children
-        return Route(int(color), source, tuple(targets), guard), self._loc(meta)
+        return Route(self._int(color), source, tuple(targets), guard), self._loc(meta)
 
     def guard(self, meta: Any, children: list[Cond]) -> Cond:
         return children[0]
@@ -332,7 +390,7 @@ class _ToIr(Transformer[Token, Any]):
         return SimdOperand("array", op.array, tuple(strides))
 
     def sizes(self, meta: Any, children: list[Token]) -> tuple[int, ...]:
-        return tuple(int(c) for c in children)
+        return tuple(self._int(c) for c in children)
 
     def _body(op: str) -> Any:  # type: ignore[misc]
         def build(self: _ToIr, meta: Any, children: list[_Operand]
@@ -355,25 +413,25 @@ class _ToIr(Transformer[Token, Any]):
         return _Operand("scalar", self._loc(meta))
 
     def in_operand(self, meta: Any, children: list[Token]) -> _Operand:
-        return _Operand("in", self._loc(meta), color=int(children[0]))
+        return _Operand("in", self._loc(meta), color=self._int(children[0]))
 
     def out_operand(self, meta: Any, children: list[Token]) -> _Operand:
-        return _Operand("out", self._loc(meta), color=int(children[0]))
+        return _Operand("out", self._loc(meta), color=self._int(children[0]))
 
     def linear(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
         return tuple(children)
 
     def scaled_dim(self, meta: Any, children: list[Token]) -> tuple[str, int, SourceLoc]:
-        return str(children[1]), int(children[0]), self._tok(children[1])
+        return str(children[1]), self._int(children[0]), self._tok(children[1])
 
     def neg_scaled_dim(self, meta: Any, children: list[Token]) -> tuple[str, int, SourceLoc]:
-        return str(children[1]), -int(children[0]), self._tok(children[1])
+        return str(children[1]), -self._int(children[0]), self._tok(children[1])
 
     def unit_dim(self, meta: Any, children: list[Token]) -> tuple[str, int, SourceLoc]:
         return str(children[0]), 1, self._tok(children[0])
 
     def const_term(self, meta: Any, children: list[Token]) -> tuple[str, int, SourceLoc]:
-        return "", int(children[0]), self._tok(children[0])
+        return "", self._int(children[0]), self._tok(children[0])
 
     # ---------------------------------------------------------------------- tasks
 
@@ -388,10 +446,10 @@ class _ToIr(Transformer[Token, Any]):
         return _Kind("local")
 
     def data_kind(self, meta: Any, children: list[Any]) -> _Kind:
-        return _Kind("data", int(children[0]), children[1] is not None)
+        return _Kind("data", self._int(children[0]), children[1] is not None)
 
     def control_kind(self, meta: Any, children: list[Any]) -> _Kind:
-        return _Kind("control", int(children[0]))
+        return _Kind("control", self._int(children[0]))
 
     def sparse(self, meta: Any, children: list[Any]) -> bool:
         return True
@@ -435,10 +493,10 @@ class _ToIr(Transformer[Token, Any]):
 
     def send_stmt(self, meta: Any, children: list[Any]) -> Stmt:
         color, value, index = children
-        return self._stmt(Send(int(color), value, index), meta)
+        return self._stmt(Send(self._int(color), value, index), meta)
 
     def send_end_stmt(self, meta: Any, children: list[Token]) -> Stmt:
-        return self._stmt(SendEnd(int(children[0])), meta)
+        return self._stmt(SendEnd(self._int(children[0])), meta)
 
     def activate_stmt(self, meta: Any, children: list[Token]) -> Stmt:
         return self._stmt(Activate(str(children[0])), meta)
@@ -462,7 +520,7 @@ class _ToIr(Transformer[Token, Any]):
     # ---------------------------------------------------------------- expressions
 
     def iconst(self, meta: Any, children: list[Token]) -> IExpr:
-        return IConst(int(children[0]))
+        return IConst(self._int(children[0]))
 
     def ivar(self, meta: Any, children: list[Token]) -> IExpr:
         return IVar(str(children[0]))
@@ -519,7 +577,7 @@ class _ToIr(Transformer[Token, Any]):
         return Load(str(name), tuple(index))
 
     def frecv(self, meta: Any, children: list[Token]) -> FExpr:
-        return Recv(int(children[0]))
+        return Recv(self._int(children[0]))
 
     def fneg(self, meta: Any, children: list[FExpr]) -> FExpr:
         operand = children[0]
