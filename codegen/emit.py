@@ -787,6 +787,17 @@ class _ComputeBuilder:
         k_to_t, to_local = poly.align_params(k_to_t, to_local)
         k_to_local = k_to_t.apply_range(to_local)
         indices = k_to_local.domain()
+        bounds = isl.Set.universe(k_to_local.get_space().range())
+        for d, size in enumerate(local.size):
+            bounds = bounds.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
+            bounds = bounds.upper_bound_val(isl.dim_type.set, d,
+                                            isl.Val.int_from_si(CTX, size - 1))
+        if not k_to_local.range().is_subset(bounds):
+            raise unsupported(out.tensor,
+                f"output '{out.tensor}': the PEs of its lines that compute no part of an "
+                "element would send it from outside their local array; place the instances "
+                "so that every PE of a line the output leaves along computes the same "
+                "elements, or only the PE next to the side")
         rect = poly.rectangularity(indices, index=())
         pma = k_to_local.as_pw_multi_aff()
         if not rect.rectangular or rect.constant_size is None or pma.n_piece() != 1:
@@ -821,13 +832,13 @@ class _ComputeBuilder:
         else:
             even = Cmp("==", IBin("%", pos, IConst(2)), IConst(0))
             odd = Cmp("==", IBin("%", pos, IConst(2)), IConst(1))
-            self.routes.append(Route(first, "RAMP", (send_port,), even))
-            self.routes.append(Route(second, "RAMP", (send_port,), odd))
+            self.routes.append(Route(first, "RAMP", (send_port,), _and(senders, even)))
+            self.routes.append(Route(second, "RAMP", (send_port,), _and(senders, odd)))
             if length > 1:
-                self.routes.append(Route(first, recv_port, ("RAMP",), odd))
+                self.routes.append(Route(first, recv_port, ("RAMP",), _and(senders, odd)))
             if length > 2:
-                self.routes.append(Route(second, recv_port, ("RAMP",),
-                                         BoolOp("&&", even, Cmp(">", pos, IConst(0)))))
+                self.routes.append(Route(second, recv_port, ("RAMP",), _and(
+                    senders, BoolOp("&&", even, Cmp(">", pos, IConst(0))))))
             # An if / else-if chain: the second case is reached only when pos > 0.
             if sparse:  # the last PE sends (value, index) pairs out of the rectangle
                 colors = (first, second)
@@ -855,7 +866,9 @@ class _ComputeBuilder:
             else:
                 cases.append((when, self._scalar_send(
                     indices, context, pieces[0], local, send_color, recv_color, reduction)))
-        return list(_cases(cases, exhaustive=out.chain))
+        if out.chain:  # only the lines the output leaves along take part
+            return list(_guarded(senders, _cases(cases, exhaustive=True)))
+        return list(_cases(cases, exhaustive=False))
 
     def _reduction_op(self, tensor: str) -> str:
         definer = self.tg.model.graph.definer(tensor)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
@@ -137,6 +138,7 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
             module, decisions = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs)
+            check_data_flow(tg, memory, decisions)
             result = Compilation(program, mapping, tg, memory, decisions,
                                  module if stop == "code" else None, simd)
     seconds = time.perf_counter() - start

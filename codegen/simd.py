@@ -293,7 +293,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             local = memory.of(tensor)
             if local is None:
                 return f"'{tensor}' has no local array"
-            access = _outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp),
+            access = outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp),
                                       outer_names)
             linear = linear_access(access, local.to_local_bound, local.size, origin, ctx)
             if isinstance(linear, str):
@@ -388,7 +388,7 @@ def _split_outer(s: isl.Set, names: tuple[str, ...]) -> tuple[isl.Set, isl.Set |
     return inner, outer.set_tuple_name("outer")
 
 
-def _outer_to_params(rel: isl.Map, names: tuple[str, ...]) -> isl.Map:
+def outer_to_params(rel: isl.Map, names: tuple[str, ...]) -> isl.Map:
     if not names:
         return rel
     nparam = rel.dim(isl.dim_type.param)
@@ -454,7 +454,7 @@ def _local_access(pstmt: PolyStatement, tensor: str, comp: poly.Compression,
                   outer_names: tuple[str, ...], local: LocalTensor) -> isl.Map:
     """The access of ``tensor`` on the compressed instances (outer dimensions moved to
     parameters), in local coordinates of its array (e.g. eqs. (37), (39))."""
-    access = _outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp), outer_names)
+    access = outer_to_params(poly.rewrite_access(pstmt.access_function(tensor), comp), outer_names)
     access, to_local = poly.align_params(access, local.to_local_bound)
     return access.apply_range(isl.Map.from_multi_aff(to_local))
 

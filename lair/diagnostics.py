@@ -86,3 +86,8 @@ class CodegenError(DtgError):
 
 class SimulationError(DtgError):
     """A PE program that cannot be simulated, or a run that went wrong."""
+
+
+class CompilerBug(Exception):
+    """A check of the compiler's own work failed: a bug of dtg, not of the input. Not a
+    :class:`DtgError`, so the drivers report it as an internal error (status 2)."""

@@ -105,6 +105,24 @@ def value_reads(value: Value) -> Iterator[str]:
             yield from value_reads(rhs)
 
 
+def vanishes_with(value: Value, tensor: str) -> bool:
+    """Whether ``value`` is 0 whenever the element read from ``tensor`` is 0, whatever the
+    other (finite) operands: then an instance may be skipped for an element a sparse
+    stream does not send."""
+    match value:
+        case Read(name):
+            return name == tensor
+        case Const(v):
+            return v == 0
+        case Unary(_, operand):
+            return vanishes_with(operand, tensor)
+        case Binary("*", lhs, rhs):
+            return vanishes_with(lhs, tensor) or vanishes_with(rhs, tensor)
+        case Binary(_, lhs, rhs):
+            return vanishes_with(lhs, tensor) and vanishes_with(rhs, tensor)
+    raise TypeError(value)
+
+
 def format_value(value: Value, stmt: Stmt) -> str:
     match value:
         case Const(v):

@@ -23,6 +23,7 @@ import islpy as isl
 import networkx as nx
 
 from lair.diagnostics import UnsupportedMappingError
+from lair.graph import Stmt, vanishes_with
 from lair.lower import CTX, PolyModel, point_coordinates
 from mapping import poly
 from mapping.validate import PE, Mapping, Stream, border_ring
@@ -298,6 +299,7 @@ class _Colors:
 
 def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2)."""
+    _require_defined_outputs(model)
     colors = _Colors()
     compute = Region("compute", 0, 0, mapping.width, mapping.height)
     placed = _placed_pes(mapping)
@@ -358,6 +360,27 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
                      tuple(reductions), placement, tuple(tasks), graph, buffered,
                      tuple(exchanges))
+
+
+def _require_defined_outputs(model: PolyModel) -> None:
+    """Every output element must be defined by some instance: the PEs produce only what
+    the statements compute, so an element the program leaves at its initial value would
+    be missing from the results."""
+    for tensor in model.graph.outputs:
+        pstmt = next(p for p in model.statements if p.stmt.target.tensor == tensor.name)
+        shape = model.tensor_set(tensor.name)
+        written = pstmt.write.range()
+        shape, written = poly.align_params(shape, written)
+        missing = shape.subtract(written)
+        if missing.is_empty():
+            continue
+        raise UnsupportedMappingError(
+            f"output '{tensor.name}': no instance of {pstmt.name} defines "
+            f"{_fmt(tensor.name, _witness(missing))}; outputs the program defines only in "
+            f"part are not supported (the PEs produce only computed elements): make the "
+            f"statement define every element of '{tensor.name}', or declare the shape it "
+            "defines",
+            pstmt.stmt.loc, subject=tensor.name)
 
 
 _SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
@@ -539,19 +562,13 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             f"{'row' if side not in VERTICAL else 'column'} of the external PE it leaves to; "
             f"it would need a flow across lines towards the {_SIDE_NAMES[side]} side")
     edge = dst.apply_range(_translate(*_inward(side))).intersect_range(compute.pes())
-    if writers.is_equal(edge):
-        chain = False
-    elif writers.is_equal(line):
-        chain = True
-    else:
-        e = _witness(writers.domain())
-        raise unsupported(tensor,
-            f"output '{tensor}': the PEs computing {_fmt(tensor, e)} neither span their whole "
-            f"line nor are just the PE next to the {_SIDE_NAMES[side]} side; a partial "
-            "reduction chain is not supported yet")
+    # Computed only next to the side: sent from there. Otherwise every PE of the line
+    # takes part in a chain towards the side; PEs that compute no part of an element
+    # add the neutral value their local array holds.
+    chain = not writers.is_equal(edge)
     first = colors.take(f"output '{tensor}'")
     second = colors.take(f"output '{tensor}'") if chain else first
-    senders = writers.range()
+    senders = line.range() if chain else writers.range()
     last = _last_color(side, compute, (first, second)) if chain else first
     return OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain, senders)
 
@@ -695,7 +712,8 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                               statement=stmt.name,
                               detail=f"fill the local {stmt.target.tensor} with "
                                      f"{'0' if stmt.op == '+=' else '-inf'}"))
-        if len(triggers) == 1 and all(mapping.is_resident(t) for t in others):
+        if (len(triggers) == 1 and all(mapping.is_resident(t) for t in others)
+                and _runs_per_element(stmt, streamed[triggers[0]])):
             flow = streamed[triggers[0]]
             instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,
                                             pstmt.read(flow.tensor))
@@ -730,6 +748,16 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                                  f"{_SIDE_NAMES[red.side]}wards along each group of PEs "
                                  "holding the same elements; the last PE keeps the total"))
     return tasks, _dependences(model, tasks), tuple(buffered)
+
+
+def _runs_per_element(stmt: Stmt, flow: InputFlow) -> bool:
+    """Whether ``stmt`` can run as each element of ``flow`` arrives. A sparse stream does
+    not send zeros, so only statements for which a zero element contributes nothing (a sum
+    or a definition whose value vanishes with it) may skip them; the others wait for the
+    whole tensor in local memory, where the unsent elements are 0."""
+    if flow.kind == "dense":
+        return True
+    return stmt.op in ("+=", "=") and vanishes_with(stmt.value, flow.tensor)
 
 
 def _dependences(model: PolyModel, tasks: list[Task]) -> nx.DiGraph:
@@ -791,6 +819,7 @@ def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
                                            pstmt.domain)
                 needed = rel if needed is None else needed.union(rel)
         assert produced is not None and needed is not None
+        _reject_partial_reads(tensor.name, produced, needed, compute)
         missing = needed.subtract(produced)
         if missing.is_empty():
             continue
@@ -818,3 +847,27 @@ def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
                                colors.take(f"internal tensor '{tensor.name}'"), produced,
                                needed))
     return result
+
+
+def _reject_partial_reads(tensor: str, produced: isl.Map, needed: isl.Map,
+                          compute: Region) -> None:
+    """A statement may read an internal element only once it is complete: an element
+    whose partial results are computed on several PEs would have to be combined first,
+    which the planner does not do yet."""
+    writers = produced.reverse()
+    several = writers.lexmax().subtract(writers.lexmin()).domain()
+    partial = needed.intersect_range(several)
+    if partial.is_empty():
+        return
+    where = _witness(partial.wrap())
+    pe, element = (where[0] + compute.x0, where[1] + compute.y0), where[2:]
+    on = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), element)))
+    first, last = _witness(on.lexmin().range()), _witness(on.lexmax().range())
+    first = (first[0] + compute.x0, first[1] + compute.y0)
+    last = (last[0] + compute.x0, last[1] + compute.y0)
+    raise unsupported(
+        tensor, f"internal tensor '{tensor}': {_fmt(PE, pe)} reads {_fmt(tensor, element)}, "
+        f"whose partial results are computed on several PEs ({_fmt(PE, first)} to "
+        f"{_fmt(PE, last)}); combining the partial results of an internal tensor before "
+        "another statement reads them is not supported yet: place the instances that "
+        "contribute to each element on one PE")

@@ -1,0 +1,378 @@
+"""The data-flow check: before the module is written, derive with isl what the planned
+tasks will do on each PE and compare it with the program's meaning.
+
+Everything is parametric in the PE coordinates (relations ``PE -> ...`` over the compute
+region), so the check costs the same for 4 PEs as for 400,000. It re-derives the plan's
+consequences from the task graph and the memory plan rather than trusting the planner:
+
+- every instance of every statement runs exactly once, on the PE the placement gives,
+  and a task triggered by an arriving element runs exactly the instances reading it;
+- every element a statement reads is on its PE, in its local array, with its final
+  value: an input (loaded, or kept as it streamed past), or an internal element after
+  all its contributions (never a partial result of a reduction spread over PEs);
+- every output element is written, and leaves (or stays resident) exactly once, from a
+  PE that holds its total;
+- the extra instances of a box-hull SIMD instruction write only array positions that
+  hold no element anything else uses, and read only inside the arrays.
+
+A difference is a bug of the compiler, not of the input: :class:`DataFlowError`, an
+internal error naming the statement, tensor, element and PE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import islpy as isl
+
+from codegen.simd import SimdDecision, outer_to_params
+from lair.diagnostics import CompilerBug
+from lair.graph import vanishes_with
+from lair.lower import CTX, PolyStatement, point_coordinates
+from mapping import poly
+from mapping.memory import Memory
+from mapping.tasks import PE, InputFlow, Task, TaskGraph, same_line
+
+
+class DataFlowError(CompilerBug):
+    """The planned tasks would compute something other than the program."""
+
+
+def check_data_flow(tg: TaskGraph, memory: Memory,
+                    decisions: Mapping[str, SimdDecision] | None = None) -> None:
+    """Raise :class:`DataFlowError` at the first difference between what the plan does
+    and what the program means; return quietly when there is none."""
+    check = _Check(tg, memory)
+    for task in tg.tasks:
+        if task.kind == "compute" and task.statement is not None:
+            check.instances(task)
+            check.operands(task)
+    for tensor in tg.model.graph.outputs:
+        check.output(tensor.name)
+    for name, decision in (decisions or {}).items():
+        if decision.used and decision.extra_instances is not None:
+            check.extras(name, decision)
+
+
+class _Check:
+    def __init__(self, tg: TaskGraph, memory: Memory):
+        self.tg, self.memory = tg, memory
+        self.order = [t.name for t in tg.tasks]
+
+    # ------------------------------------------------------------- messages
+
+    def fail(self, what: str, rel: isl.Map | None = None) -> DataFlowError:
+        """The error, with a witness ``PE[x, y]`` and element of ``rel`` (PE -> element)."""
+        where = ""
+        if rel is not None and not rel.is_empty():
+            n_pe = int(rel.dim(isl.dim_type.in_))
+            n_el = int(rel.dim(isl.dim_type.out))
+            point = point_coordinates(rel.wrap().lexmin().sample_point(), n_pe + n_el)
+            pe, element = point[:n_pe], point[n_pe:]
+            name = rel.get_tuple_name(isl.dim_type.out) if rel.has_tuple_name(
+                isl.dim_type.out) else ""
+            if n_pe == 2:
+                c = self.tg.compute
+                pe = (pe[0] + c.x0, pe[1] + c.y0)
+            where = (f" (for example {name}[{', '.join(map(str, element))}] on "
+                     f"{PE}[{', '.join(map(str, pe))}])")
+        return DataFlowError(f"data-flow check: {what}{where}; the plan would compute "
+                             "something other than the program, so no code is written")
+
+    # ------------------------------------------------------------ instances
+
+    def placed(self, pstmt: PolyStatement) -> isl.Map:
+        """``S[i] -> PE[x, y]`` (relative) for every instance of the statement."""
+        rel = self.tg.placement_of(pstmt.name)
+        rel, domain = poly.align_params(rel, pstmt.domain)
+        return rel.intersect_domain(domain)
+
+    def instances(self, task: Task) -> None:
+        assert task.statement is not None and task.instances is not None
+        pstmt = self.tg.model.statement(task.statement)
+        placed = self.placed(pstmt)
+        if task.trigger is None:
+            expected = poly.bind_placement(placed)
+            got, expected = poly.align_params(task.instances, expected)
+            if not got.is_equal(expected):
+                raise self.fail(f"task {task.name} does not run exactly the instances of "
+                                f"{pstmt.name} the placement puts on each PE",
+                                _by_pe(got.subtract(expected).union(expected.subtract(got))))
+            return
+        flow = self.tg.input_flow(task.trigger)
+        assert flow is not None
+        stmt = pstmt.stmt
+        if flow.kind == "sparse" and not (stmt.op in ("+=", "=")
+                                          and vanishes_with(stmt.value, flow.tensor)):
+            raise self.fail(f"{pstmt.name} runs per element of the sparse stream "
+                            f"'{flow.tensor}', whose zeros are not sent, but a zero element "
+                            "changes its result")
+        k = flow.index_dims
+        at = _at_space(k)
+        runs = task.instances.unbind_params_insert_domain(
+            poly.multi_id(at, (*poly.PE_NAMES, *poly.index_names(k))))  # at -> S
+        arrivals = _arrivals(flow)  # at[PE, index] -> element
+        runs = runs.intersect_domain(arrivals.domain())
+        by_instance = runs.reverse()
+        ran = by_instance.apply_range(_at_to_pe(k))
+        if not ran.is_equal(placed):
+            missing = placed.subtract(ran)
+            raise self.fail(
+                f"task {task.name} does not run every instance of {pstmt.name} exactly on "
+                f"its PE as '{flow.tensor}' arrives",
+                missing.reverse() if not missing.is_empty() else
+                ran.subtract(placed).reverse())
+        if not by_instance.is_single_valued():
+            raise self.fail(f"task {task.name} runs an instance of {pstmt.name} more than once")
+        reads = runs.apply_range(pstmt.read(flow.tensor))
+        arriving, reads = poly.align_params(arrivals, reads)
+        if not reads.is_subset(arriving):
+            raise self.fail(f"task {task.name} runs an instance of {pstmt.name} on the arrival "
+                            f"of another element of '{flow.tensor}' than the one it reads",
+                            _pe_part(reads.subtract(arriving)))
+
+    # ------------------------------------------------------------- operands
+
+    def operands(self, task: Task) -> None:
+        assert task.statement is not None
+        pstmt = self.tg.model.statement(task.statement)
+        placed = self.placed(pstmt)
+        target = pstmt.stmt.target.tensor
+        for tensor, access in [*pstmt.reads, (target, pstmt.write)]:
+            if tensor == task.trigger:
+                continue
+            used = poly.elements_per_pe(placed, access)  # PE -> element
+            local = self.memory.of(tensor)
+            if local is None:
+                raise self.fail(f"{pstmt.name} accesses '{tensor}' from memory, but it has no "
+                                "local array", used)
+            box = poly.box_map(local.array.box)
+            used_a, box = poly.align_params(used, box)
+            if not used_a.is_subset(box):
+                raise self.fail(f"{pstmt.name} accesses elements of '{tensor}' outside its "
+                                f"local array {local.name}", used_a.subtract(box))
+            if tensor == target:
+                continue
+            flow = self.tg.input_flow(tensor)
+            role = self.tg.model.graph.tensor(tensor).role
+            if flow is not None:
+                self.buffered(pstmt.name, task, flow, used)
+            elif role == "internal":
+                self.internal(pstmt.name, task, tensor, used)
+
+    def buffered(self, statement: str, task: Task, flow: InputFlow, used: isl.Map) -> None:
+        if flow.tensor not in self.tg.buffered:
+            raise self.fail(f"{statement} reads the streamed '{flow.tensor}' from memory, but "
+                            "nothing keeps it there", used)
+        reached = flow.reaching().reverse()
+        used, reached = poly.align_params(used, reached)
+        if not used.is_subset(reached):
+            raise self.fail(f"{statement} reads elements of '{flow.tensor}' that never reach "
+                            "its PE", used.subtract(reached))
+
+    def writers(self, tensor: str) -> tuple[isl.Map, PolyStatement]:
+        """``element -> PE`` of every PE that writes (part of) each element, and the
+        statement that defines the tensor."""
+        producer = next(p for p in self.tg.model.statements
+                        if p.stmt.target.tensor == tensor)
+        return poly.elements_per_pe(self.placed(producer), producer.write).reverse(), producer
+
+    def internal(self, statement: str, task: Task, tensor: str, used: isl.Map) -> None:
+        writers, producer = self.writers(tensor)
+        writers, used = poly.align_params(writers, used)
+        partial = _several_valued(writers)
+        read_partial = used.intersect_range(partial)
+        if not read_partial.is_empty():
+            raise self.fail(f"{statement} reads '{tensor}', whose elements have partial "
+                            f"results on several PEs, before they are combined", read_partial)
+        producing = next(t for t in self.tg.tasks
+                         if t.kind == "compute" and t.statement == producer.name)
+        if producing.trigger is None and self.order.index(producing.name) > self.order.index(
+                task.name):
+            raise self.fail(f"{statement} runs before {producer.name}, which defines the "
+                            f"'{tensor}' it reads", used)
+        local = writers.reverse()
+        remote = used.subtract(local).intersect_range(writers.domain())
+        if not remote.is_empty():
+            exchange = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
+            needed = exchange.needed if exchange is not None else None
+            if needed is None:
+                raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "
+                                "PE, and nothing sends them", remote)
+            remote, needed = poly.align_params(remote, needed)
+            if not remote.is_subset(needed):
+                raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "
+                                "PE that its exchange does not deliver",
+                                remote.subtract(needed))
+        if producer.stmt.op == "max=":
+            unwritten = used.subtract_range(writers.domain())
+            pes = writers.range()
+            unwritten, pes = poly.align_params(unwritten, pes)
+            far = unwritten.subtract_domain(pes)
+            if not far.is_empty():
+                raise self.fail(f"{statement} reads elements of '{tensor}' that no instance "
+                                "defines (their value is -inf) on a PE that never fills it",
+                                far)
+
+    # --------------------------------------------------------------- outputs
+
+    def output(self, tensor: str) -> None:
+        writers, _ = self.writers(tensor)
+        shape = self.tg.model.tensor_set(tensor)
+        shape, written = poly.align_params(shape, writers.domain())
+        if not shape.is_subset(written):
+            missing = shape.subtract(written)
+            raise self.fail(f"output '{tensor}' has elements no instance defines, which no PE "
+                            f"would produce", isl.Map.from_range(missing))
+        several = _several_valued(writers)
+        flow = self.tg.output_flow(tensor)
+        if flow is not None:
+            line = flow.relation.range_factor_domain().apply_range(same_line(flow.side))
+            writers, line = poly.align_params(writers, line)
+            if not writers.is_subset(line):
+                raise self.fail(f"output '{tensor}' is computed on PEs outside the line it "
+                                "leaves along", writers.subtract(line).reverse())
+            if flow.chain:
+                full = line.intersect_range(flow.senders)
+                if not writers.is_subset(full):
+                    raise self.fail(f"output '{tensor}' leaves through a chain along its "
+                                    "lines, but PEs outside the chain compute parts of it",
+                                    writers.subtract(full).reverse())
+                self.chain_reads(tensor, flow.sent_by().intersect_domain(flow.senders))
+            elif not several.is_empty():
+                raise self.fail(f"output '{tensor}' leaves from one PE per element, but it "
+                                "has partial results on several PEs",
+                                writers.intersect_domain(several).reverse())
+            return
+        if several.is_empty():
+            return
+        red = next((r for r in self.tg.reductions if r.tensor == tensor), None)
+        if red is None:
+            raise self.fail(f"resident output '{tensor}' has partial results on several PEs "
+                            "and nothing combines them",
+                            writers.intersect_domain(several).reverse())
+        keeps = _pe_set(red.last)
+        writers, keeps = poly.align_params(writers, keeps)
+        kept = writers.intersect_range(keeps)
+        if not (kept.is_single_valued() and kept.domain().is_equal(writers.domain())):
+            raise self.fail(f"resident output '{tensor}': its totals are not kept by exactly "
+                            "one PE per element", writers.reverse())
+
+    def chain_reads(self, tensor: str, sent: isl.Map) -> None:
+        """Every PE of an output chain reads the elements of its line from its local
+        array: its partial result, or the neutral value where it computes none."""
+        local = self.memory.of(tensor)
+        if local is None:
+            raise self.fail(f"output '{tensor}' is sent from memory, but it has no local "
+                            "array", sent)
+        box = poly.box_map(local.array.box)
+        sent, box = poly.align_params(sent, box)
+        if not sent.is_subset(box):
+            raise self.fail(f"output '{tensor}': a PE of its chain reads elements outside "
+                            f"its local array {local.name}", sent.subtract(box))
+
+    # ---------------------------------------------------------------- extras
+
+    def extras(self, task_name: str, d: SimdDecision) -> None:
+        """Extra instances (in the compressed space of the decision, outer loops as
+        parameters) write only array positions no proper access uses, and read inside
+        the arrays."""
+        task = next(t for t in self.tg.tasks if t.name == task_name)
+        assert task.statement is not None and d.extra_instances is not None
+        assert d.compression is not None
+        pstmt = self.tg.model.statement(task.statement)
+        extra = d.extra_instances
+        project = (*poly.index_params(extra), *d.outer_names)
+        target = pstmt.stmt.target.tensor
+        for tensor, _ in [(target, pstmt.write), *pstmt.reads]:
+            if tensor == task.trigger:
+                continue
+            local = self.memory.of(tensor)
+            if local is None:
+                raise self.fail(f"{task_name}: '{tensor}' has no local array")
+            access = outer_to_params(d.compression.apply_range(pstmt.access_function(tensor)),
+                                     d.outer_names)
+            elements = poly.accessed_elements(extra, access, project)  # over PE_X, PE_Y
+            elements, to_local = poly.align_params(elements, local.to_local_bound)
+            positions = elements.apply(isl.Map.from_multi_aff(to_local))
+            bounds = _zero_box(local.name, local.size)
+            positions, bounds = poly.align_params(positions, bounds)
+            if not positions.is_subset(bounds):
+                raise self.fail(f"{task_name}: the extra instances of its box-hull SIMD "
+                                f"instruction access {local.name} out of bounds")
+            if tensor != target:
+                continue
+            used = _pe_bound(local.array.per_pe)
+            flow = self.tg.output_flow(tensor)
+            if flow is not None and flow.chain:  # a chain also sends what a PE did not write
+                sent = _pe_bound(flow.sent_by().intersect_domain(flow.senders))
+                used, sent = poly.align_params(used, sent)
+                used = used.union(sent)
+            used, to_local = poly.align_params(used, local.to_local_bound)
+            proper = used.apply(isl.Map.from_multi_aff(to_local))
+            positions, proper = poly.align_params(positions, proper)
+            if not positions.intersect(proper).is_empty():
+                raise self.fail(f"{task_name}: the extra instances of its box-hull SIMD "
+                                f"instruction overwrite elements of '{tensor}' that proper "
+                                "instances use")
+
+
+# ------------------------------------------------------------------ isl helpers
+
+
+def _at_space(k: int) -> isl.Space:
+    """``at[x, y, v...]``: a PE and the index of the element it receives."""
+    return isl.Space.set_alloc(CTX, 0, 2 + k).set_tuple_name(isl.dim_type.set, "at")
+
+
+def _at_to_pe(k: int) -> isl.Map:
+    at = _at_space(k)
+    ident = isl.Map.identity(at.map_from_set())
+    return ident.project_out(isl.dim_type.out, 2, k).set_tuple_name(isl.dim_type.out, PE)
+
+
+def _arrivals(flow: InputFlow) -> isl.Map:
+    """``at[x, y, v] -> t[e]``: element ``e`` reaches PE ``(x, y)`` with original index
+    ``v`` (the index its tasks are written in)."""
+    reaching = flow.reaching()  # t[e] -> PE[x, y]
+    order = flow.order  # t[e] -> index[v]
+    reaching, order = poly.align_params(reaching, order)
+    both = reaching.flat_range_product(order).set_tuple_name(isl.dim_type.out, "at")
+    return both.reverse()
+
+
+def _by_pe(instances: isl.Set) -> isl.Map:
+    """A bound instance set (params PE_X, PE_Y) as ``PE -> S[i]``, for a witness."""
+    pe = isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
+    return instances.unbind_params_insert_domain(poly.multi_id(pe, poly.PE_NAMES))
+
+
+def _pe_part(rel: isl.Map) -> isl.Map:
+    """``at[x, y, v] -> e`` as ``PE[x, y] -> e`` (index dropped), for a witness."""
+    k = int(rel.dim(isl.dim_type.in_)) - 2
+    return rel.reverse().apply_range(_at_to_pe(k)).reverse()
+
+
+def _several_valued(rel: isl.Map) -> isl.Set:
+    """The domain points that ``rel`` maps to more than one value."""
+    return rel.lexmax().subtract(rel.lexmin()).domain()
+
+
+def _pe_set(params: isl.Set) -> isl.Set:
+    """A set over ``PE_X``, ``PE_Y`` as ``{ PE[x, y] }``."""
+    pe = isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
+    return params.unbind_params(poly.multi_id(pe, poly.PE_NAMES))
+
+
+def _pe_bound(rel: isl.Map) -> isl.Set:
+    """``PE -> x`` with the PE bound to ``PE_X``, ``PE_Y``: a set of ``x`` over them."""
+    return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))
+
+
+def _zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
+    space = isl.Space.set_alloc(CTX, 0, len(size)).set_tuple_name(isl.dim_type.set, name)
+    box = isl.Set.universe(space)
+    for d, n in enumerate(size):
+        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
+        box = box.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, n - 1))
+    return box
