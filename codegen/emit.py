@@ -57,7 +57,7 @@ from codegen.peir import (
     Task,
 )
 from codegen.simd import Operand, SimdDecision, flatten, row_major
-from lair.diagnostics import CodegenError
+from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
 from mapping import poly
@@ -452,6 +452,8 @@ class _ComputeBuilder:
         stmt = pstmt.stmt
         offsets: dict[str, tuple[IExpr, ...]] = {}
         for local in self.memory.arrays:
+            if local.tensor not in (stmt.target.tensor, *(r.tensor for r in stmt.reads)):
+                continue
             off = local.offset_aff()
             offsets[local.tensor] = tuple(aff_expr(off.get_at(d), self.region.context())
                                           for d in range(off.dim(isl.dim_type.out)))
@@ -459,7 +461,7 @@ class _ComputeBuilder:
         def local_load(tensor: str, env: dict[str, IExpr]) -> Load:
             local = self.memory.of(tensor)
             if local is None:
-                raise CodegenError(f"'{tensor}' has no local array on the compute PEs")
+                raise CompilerBug(f"'{tensor}' has no local array on the compute PEs")
             access = stmt.access(tensor)
             index = []
             for expr, off in zip(access.index, offsets[tensor], strict=True):
@@ -539,7 +541,7 @@ class _ComputeBuilder:
         """Store the arriving element in the local array, where this PE needs it."""
         local = self.memory.of(flow.tensor)
         if local is None:
-            raise CodegenError(f"'{flow.tensor}' is kept in memory but has no local array")
+            raise CompilerBug(f"'{flow.tensor}' is kept in memory but has no local array")
         reaching = _bind_pe(flow.reaching().reverse())
         order = flow.order.reverse()
         with_index = order.bind_domain(poly.multi_id(order.get_space().domain(),
@@ -624,7 +626,7 @@ class _ComputeBuilder:
         neighbour that waits on it); ``after`` runs once all of them have arrived."""
         local = self.memory.of(ex.tensor)
         if local is None:
-            raise CodegenError(f"internal tensor '{ex.tensor}' has no local array")
+            raise CompilerBug(f"internal tensor '{ex.tensor}' has no local array")
         t = ex.tensor
         got, sent = f"got_{t}", f"sent_{t}"
         self.ints.extend([IntVar(got), IntVar(sent)])
@@ -690,7 +692,7 @@ class _ComputeBuilder:
         """Pass partial results along each segment; the last PE adds them into its array."""
         local = self.memory.of(red.tensor)
         if local is None:
-            raise CodegenError(f"resident output '{red.tensor}' has no local array")
+            raise CompilerBug(f"resident output '{red.tensor}' has no local array")
         context = self.region.context()
         held = _bind_pe(red.elements)
         held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))
@@ -778,7 +780,7 @@ class _ComputeBuilder:
     def _output(self, out: OutputFlow) -> list[Stmt]:
         local = self.memory.of(out.tensor)
         if local is None:
-            raise CodegenError(f"output '{out.tensor}' has no local array")
+            raise CompilerBug(f"output '{out.tensor}' has no local array")
         context = self.region.context()
         order = out.relation.range_factor_range()
         elements = _bind_pe(out.sent_by())  # elements sent by this PE, over PE_X, PE_Y

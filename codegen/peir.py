@@ -10,6 +10,7 @@ coordinates relative to the program's origin. The text form is printed by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from typing import Literal
 
 DTYPES = ("float16", "float32")
@@ -19,6 +20,7 @@ MAX_SIMD_SIZE = 65535
 MAX_SIMD_CONFIGS = 8
 COLORS = 24
 LOCAL_MEMORY_BYTES = 48 * 1024
+ELEMENT_BYTES = {"float16": 2, "float32": 4}
 
 # ---------------------------------------------------------------- integer expressions
 
@@ -212,6 +214,11 @@ class Array:
     load_set: str | None = None
     store: str | None = None
     store_set: str | None = None
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of local memory the array takes."""
+        return prod(self.shape) * ELEMENT_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)

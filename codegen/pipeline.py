@@ -10,9 +10,9 @@ from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
-from lair.diagnostics import CodegenError, UnsupportedMappingError
+from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
 from lair.frontend import Program
-from mapping.memory import Memory, allocate
+from mapping.memory import Memory, allocate, check_fits
 from mapping.tasks import TaskGraph, build_task_graph
 from mapping.validate import Mapping
 
@@ -53,7 +53,7 @@ def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True
         if grown is memory:
             return decisions, memory
         memory = grown
-    raise CodegenError("growing local arrays for extra instances did not settle")
+    raise CompilerBug("growing local arrays for extra instances did not settle")
 
 
 def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
@@ -92,19 +92,28 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             fill = False
             continue
         once = {t.name for t in tg.tasks if t.kind == "compute" and t.trigger is None}
-        used = [(task in once, d.configs, task) for task, d in decisions.items() if d.used]
+        used = sorted(((task in once, d.configs, task) for task, d in decisions.items()
+                       if d.used), reverse=True)
         if used:
-            _, _, task = max(used)
-            d = decisions[task]
-            decisions = {**decisions, task: replace(
-                d, used=False, reason=f"the PE would need {needed} SIMD configurations, more "
-                f"than the {max_configs} it has; SIMD was possible: {d.reason}")}
+            # Give up as many as the excess needs at once: one emission per round, not one
+            # per task (a chain of 100 statements would emit 100 times).
+            excess = needed - max_configs
+            for _, configs, task in used:
+                d = decisions[task]
+                decisions = {**decisions, task: replace(
+                    d, used=False, reason=f"the PE would need {needed} SIMD configurations, "
+                    f"more than the {max_configs} it has; SIMD was possible: {d.reason}")}
+                excess -= configs
+                if excess <= 0:
+                    break
             continue
         if output:
             output = False
             continue
-        raise CodegenError(f"the compute PEs need {needed} SIMD configurations, more than "
-                           f"the {max_configs} a PE has; compile with --no-simd")
+        raise UnsupportedMappingError(
+            f"the compute PEs need {needed} SIMD configurations, more than the {max_configs} "
+            "a PE has, even with SIMD given up where it helps least; compile with --no-simd",
+            subject="placement")
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
@@ -119,6 +128,10 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
     except UnsupportedMappingError as err:
         if err.loc is None and err.subject is not None:
             err.loc = mapping.loc_of(err.subject)
+        raise
+    except CodegenError as err:  # what the back end cannot do for this placement
+        if err.loc is None:
+            err.loc = mapping.loc_of("placement")
         raise
 
 
@@ -139,6 +152,9 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs)
             check_data_flow(tg, memory, decisions)
+            for pe_program in module.programs:
+                check_fits(pe_program.name, [(a.name, a.shape, a.bytes)
+                                             for a in pe_program.arrays])
             result = Compilation(program, mapping, tg, memory, decisions,
                                  module if stop == "code" else None, simd)
     seconds = time.perf_counter() - start

@@ -14,7 +14,7 @@ from math import prod
 import islpy as isl
 
 from codegen.peir import LOCAL_MEMORY_BYTES
-from lair.diagnostics import CodegenError
+from lair.diagnostics import UnsupportedMappingError
 from mapping import poly
 from mapping.tasks import TaskGraph
 
@@ -110,16 +110,30 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             continue
         local = poly.local_array(per_pe.coalesce(), f"{tensor.name}_local")
         if local is None:
-            raise CodegenError(f"the elements of '{tensor.name}' used on a PE have no "
-                               f"fixed-size box hull ({per_pe}); cannot allocate local memory")
+            raise UnsupportedMappingError(
+                f"the elements of '{tensor.name}' used on a PE have no fixed-size box hull "
+                f"({per_pe}), so no local array of one size holds them on every PE; place "
+                "the instances so that each PE uses a block of the same shape",
+                subject=tensor.name)
         arrays.append(LocalTensor(
             tensor.name, local, tensor.dtype, prod(local.size) * tensor.bytes_per_element,
             mapping.is_resident(tensor.name) and tensor.role == "input",
             mapping.is_resident(tensor.name) and tensor.role == "output"))
-    total = sum(a.bytes for a in arrays)
-    if total > memory_bytes:
-        listing = ", ".join(f"{a.name} {a.bytes} B" for a in arrays)
-        raise CodegenError(f"the local arrays of a compute PE need {total} bytes ({listing}), "
-                           f"more than its {memory_bytes} bytes of memory; spread the work "
-                           "over more PEs")
+    check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes)
     return Memory(tuple(arrays))
+
+
+def check_fits(program: str, arrays: list[tuple[str, tuple[int, ...], int]],
+               memory_bytes: int = LOCAL_MEMORY_BYTES) -> None:
+    """Reject, at the placement, local arrays ``(name, shape, bytes)`` that do not fit a
+    PE: the mapping puts too much data on each PE."""
+    total = sum(b for _, _, b in arrays)
+    if total <= memory_bytes:
+        return
+    listing = ", ".join(f"{name}{list(shape)} {b} bytes"
+                        for name, shape, b in sorted(arrays, key=lambda a: -a[2]))
+    raise UnsupportedMappingError(
+        f"the local arrays of each {program} PE need {total} bytes ({listing}), more than "
+        f"the {memory_bytes} bytes a PE has; spread the work over more PEs (tiles "
+        f"{total / memory_bytes:.1f}x smaller would fit) or stream the largest tensor",
+        subject="placement")

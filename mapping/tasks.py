@@ -16,6 +16,7 @@ tensor, the PEs and the flow it would need.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from math import prod
 from typing import Literal
 
@@ -51,7 +52,7 @@ class Region:
 
     def context(self) -> isl.Set:
         """The known constraints on ``PE_X``, ``PE_Y`` for PEs of this region."""
-        return poly.bind_range(isl.Map.from_range(self.pes()), poly.PE_NAMES).params()
+        return _region_context(self.width, self.height)
 
     def to_relative(self) -> isl.Map:
         """``{ PE[x, y] -> PE[x - x0, y - y0] }`` on absolute coordinates."""
@@ -189,6 +190,13 @@ class TaskGraph:
             if t.detail:
                 lines.append(f"  {t.detail}")
         return "\n".join(lines) + "\n"
+
+
+@cache
+def _region_context(width: int, height: int) -> isl.Set:
+    """``[PE_X, PE_Y]`` inside a ``width`` x ``height`` region (asked for very often)."""
+    pes = _pe_box(0, width - 1, 0, height - 1)
+    return poly.bind_range(isl.Map.from_range(pes), poly.PE_NAMES).params()
 
 
 def unsupported(subject: str, message: str) -> UnsupportedMappingError:
