@@ -76,3 +76,20 @@ def write_atomically(path: str | Path, content: str | bytes | Callable[[IO[bytes
 def _discard(tmp: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(tmp)
+
+
+def check_input_file(path: str | Path) -> Path:
+    """``path`` as a Path, or an error unless it is an existing regular file (a directory,
+    a device or a pipe is refused before it is opened: reading one could block forever)."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is not a regular file (a device, pipe or socket)")
+    return path

@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from codegen.peir import PeModule
-from lair.diagnostics import InputError, SimulationError
+from lair.diagnostics import InputError, LimitError, SimulationError
+from lair.files import check_input_file
 from lair.frontend import Program, load_program
 from lair.interp import check_inputs, random_inputs
 from lair.interp import run as reference_run
+from lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
 from pesim.fabric import FabricConfig
 from pesim.parser import parse_module_file, parse_module_text
-from pesim.sim import SimResult, TensorInfo, simulate
+from pesim.sim import SimResult, TensorInfo, check_budget, simulate
 from pesim.verify import verify_module
 
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
@@ -65,6 +67,7 @@ def find_module(path: str | Path) -> Path:
 def load_module(path: str | Path, config: FabricConfig | None = None) -> PeModule:
     """Parse and verify a PE module file (errors point into the file)."""
     module, locations = parse_module_file(path)
+    check_budget(module, locations)  # before verification lists the PEs
     verify_module(module, config, locations=locations)
     return module
 
@@ -85,15 +88,29 @@ def load_reference(module: PeModule, module_path: Path) -> tuple[Path, Program]:
     return path, load_program(path, dict(module.params))
 
 
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
 def read_inputs(path: str | Path) -> dict[str, np.ndarray]:
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"no such file: {path}")
+    """The arrays of an ``.npz`` archive, checked to be one (not an ``.npy`` array, not
+    another file) and within :data:`MAX_INPUT_ARRAY_BYTES` before anything is loaded."""
+    path = check_input_file(path)
     try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(NPY_MAGIC))
+        if magic.startswith(NPY_MAGIC):
+            raise InputError(f"{path} is a single .npy array; --inputs takes an .npz archive "
+                             "with one array per input tensor, e.g. np.savez(path, W=W, x=x)")
+        if not magic.startswith(ZIP_MAGIC):
+            raise InputError(f"{path} is not an .npz archive (a zip file of .npy arrays, as "
+                             "np.savez writes); expected one array per input tensor")
+        with zipfile.ZipFile(path) as archive:
+            total = sum(info.file_size for info in archive.infolist())
+        if total > MAX_INPUT_ARRAY_BYTES:
+            raise LimitError(f"the arrays of {path} take {total} bytes, more than the limit "
+                             f"of {MAX_INPUT_ARRAY_BYTES}")
         with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"{path} is a single array; expected an .npz archive with one "
-                                 "array per input tensor")
             return {name: data[name] for name in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise InputError(f"cannot read {path} as .npz: {exc}") from None
@@ -140,12 +157,12 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
 
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
-               reference: Path | None = None) -> RunOutcome:
+               reference: Path | None = None, max_seconds: float = MAX_SECONDS) -> RunOutcome:
     """Simulate a verified module on ``inputs`` and compare with the reference program."""
     graph = program.graph
     checked = check_inputs(graph, inputs)
     outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
-    result = simulate(module, checked, outputs, config=config)
+    result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds)
     values = reference_run(graph, checked)
     expected = {t.name: values[t.name] for t in graph.outputs}
     comparison = compare(expected, result.outputs, exact=integer_valued(checked))
@@ -153,20 +170,22 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
 
 
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
-             config: FabricConfig | None = None) -> RunOutcome:
+             config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
+             ) -> RunOutcome:
     """Everything ``pesim MODULE.pe`` does before reporting."""
     module_path = find_module(path)
     module = load_module(module_path, config)
     ref_path, program = load_reference(module, module_path)
     inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
     return run_module(module, program, inputs, config=config, module_path=module_path,
-                      reference=ref_path)
+                      reference=ref_path, max_seconds=max_seconds)
 
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 inputs_path: str | Path | None = None, seed: int = 0,
-                config: FabricConfig | None = None) -> RunOutcome:
+                config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
+                ) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
     from codegen.driver import compile_file
@@ -176,7 +195,8 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     assert compiled.module is not None
     text = print_module(compiled.module)
     module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")
+    check_budget(module, locations)
     verify_module(module, config, locations=locations)
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     return run_module(module, compiled.program, inputs, config=config,
-                      reference=Path(path).resolve())
+                      reference=Path(path).resolve(), max_seconds=max_seconds)
