@@ -50,6 +50,7 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         "microseconds": r.config.microseconds(cycles),
         "verified": c.verified,
         "exact": c.exact,
+        "comparison": c.mode,
         "max_abs_error": c.max_abs_error,
         "mismatch": c.mismatch,
         "error": (None if c.verified
@@ -82,7 +83,7 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
     table.add_column("what", style="bold")
     table.add_column("value")
     verdict = "[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
-    kind = "exact" if report["exact"] else "within tolerance"
+    kind = report["comparison"]
     table.add_row("outputs match reference", f"{verdict} ({kind}; max abs error "
                                              f"{report['max_abs_error']:g})")
     table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "

@@ -1,14 +1,18 @@
 """One verified run: load a PE module, its reference LAIR program and inputs, simulate,
 and compare every output with the reference interpreter.
 
-Integer-valued inputs (the default random inputs are) make every partial result of the
-examples exact in float16, so the outputs must then match the reference bit for bit;
-other inputs are compared with a tolerance for the different association of sums
-(relative 1e-2 for float16, 1e-5 for float32).
+Outputs are compared exactly when every result is exact whatever the order of
+evaluation: all inputs and constants are integers, and a bound on the magnitude of every
+value and partial sum (:func:`lair.interp.magnitude_bounds`) stays where the type holds
+every integer (2**11 for float16, 2**24 for float32). The default random inputs make the
+examples exact. Otherwise the outputs are compared within a tolerance for the different
+association of sums: relative 1e-2 for float16 and 1e-5 for float32, of the element or
+of its magnitude bound (sums that cancel lose precision relative to their terms).
 """
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +24,14 @@ from codegen.peir import PeModule
 from lair.diagnostics import InputError, LimitError, SimulationError
 from lair.files import check_input_file
 from lair.frontend import Program, load_program
-from lair.interp import check_inputs, random_inputs
+from lair.graph import Graph
+from lair.interp import (
+    EXACT_STEPS,
+    SMALLEST_NORMAL,
+    check_inputs,
+    magnitude_bounds,
+    random_inputs,
+)
 from lair.interp import run as reference_run
 from lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
 from pesim.fabric import FabricConfig
@@ -37,6 +48,12 @@ class Comparison:
     exact: bool  # exact equality was required
     max_abs_error: float
     mismatch: str | None  # the first element that differs, for the message
+    reason: str = ""  # why exact equality was (not) required
+
+    @property
+    def mode(self) -> str:
+        kind = "exact" if self.exact else "within tolerance"
+        return f"{kind}: {self.reason}" if self.reason else kind
 
 
 @dataclass(frozen=True)
@@ -124,13 +141,33 @@ def make_inputs(program: Program, *, inputs_path: str | Path | None = None, seed
     return check_inputs(program.graph, read_inputs(inputs_path))
 
 
-def integer_valued(inputs: Mapping[str, np.ndarray]) -> bool:
-    return all(bool(np.all(np.isfinite(a) & (np.mod(a, 1) == 0))) for a in inputs.values())
+def exactness(graph: Graph, inputs: Mapping[str, np.ndarray]
+              ) -> tuple[bool, str, dict[str, np.ndarray]]:
+    """Whether every output is exact in any order of evaluation, why (or why not), and
+    the magnitude bound of every output element (for the tolerance)."""
+    bounds = magnitude_bounds(graph, inputs)
+    per_output = {t.name: bounds[t.name].elements for t in graph.outputs if t.name in bounds}
+    for stmt in graph.statements:
+        tensor = graph.tensor(stmt.target.tensor)
+        b = bounds[tensor.name]
+        if b.grain == 0:
+            return False, f"{tensor.name} depends on values that are not finite", per_output
+        if b.peak == 0 or b.grain == math.inf:
+            continue
+        steps = b.peak / b.grain
+        if steps > EXACT_STEPS[tensor.dtype] or b.grain < SMALLEST_NORMAL[tensor.dtype]:
+            return False, (f"values computed for {tensor.name} reach {b.peak:g} in magnitude "
+                           f"in steps of {b.grain:g}, more than {tensor.dtype} holds exactly "
+                           f"({EXACT_STEPS[tensor.dtype]:g} steps)"), per_output
+    return True, "every value is exact in its type, in any order of evaluation", per_output
 
 
 def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], *,
-            exact: bool) -> Comparison:
-    """Compare every expected output; report the largest absolute error."""
+            exact: bool, bounds: Mapping[str, np.ndarray] | None = None, reason: str = ""
+            ) -> Comparison:
+    """Compare every expected output; report the largest absolute error. Without
+    ``exact``, an element matches within the relative tolerance of its expected value or
+    of its magnitude bound in ``bounds``."""
     worst = 0.0
     mismatch: str | None = None
     for name, want in expected.items():
@@ -147,12 +184,14 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
         else:
             rtol, atol = TOLERANCE.get(str(want.dtype), TOLERANCE["float32"])
             ok = same | np.isclose(got64, want64, rtol=rtol, atol=atol)
+            if bounds is not None and name in bounds:
+                ok |= diff <= rtol * bounds[name]
         if mismatch is None and not bool(np.all(ok)):
             where = tuple(int(i) for i in np.argwhere(~ok)[0])
             at = "".join(f"[{i}]" for i in where)
             mismatch = (f"{name}{at} = {float(got[where])}, expected {float(want[where])} "
                         f"({int(np.count_nonzero(~ok))} of {ok.size} elements differ)")
-    return Comparison(mismatch is None, exact, worst, mismatch)
+    return Comparison(mismatch is None, exact, worst, mismatch, reason)
 
 
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
@@ -165,7 +204,8 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
     result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds)
     values = reference_run(graph, checked)
     expected = {t.name: values[t.name] for t in graph.outputs}
-    comparison = compare(expected, result.outputs, exact=integer_valued(checked))
+    exact, reason, bounds = exactness(graph, checked)
+    comparison = compare(expected, result.outputs, exact=exact, bounds=bounds, reason=reason)
     return RunOutcome(module, module_path, reference, checked, expected, result, comparison)
 
 
