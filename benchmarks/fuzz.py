@@ -2,12 +2,14 @@
 
     .venv/bin/python benchmarks/fuzz.py [-n N] [--seed S] [--jobs J] [--timeout SEC]
                                         [--backend] [--only K] [--save DIR]
+                                        [--target lair|map|pe]
 
 Inputs are random bytes and token-level mutations of every example (see
 ``tests/fuzz/fuzzing.py``). Each input ends as a clean error (a located DtgError), is
 accepted, raises anything else (an internal error: a bug), or runs past the time limit
 (a hang: a bug). Internal errors and hangs are listed, grouped by where they happen;
-``--save`` writes each such input to a file, ``--only K`` reruns input K of the seed.
+``--save`` writes each such input to a file, ``--only K`` reruns input K of the seed,
+``--target`` keeps only the inputs of one front end (their numbers stay those of the seed).
 The exit status is 1 when there was any internal error or hang.
 """
 
@@ -17,12 +19,24 @@ import argparse
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fuzz")]
 
-from fuzzing import OUTCOMES, SUFFIX, Summary, cases, corpus, run_cases  # noqa: E402
+from fuzzing import (  # noqa: E402
+    KINDS,
+    OUTCOMES,
+    SUFFIX,
+    Case,
+    Kind,
+    Summary,
+    cases,
+    corpus,
+    make_case,
+    run_cases,
+)
 
 
 def main() -> int:
@@ -38,6 +52,7 @@ def main() -> int:
                              "verify it")
     parser.add_argument("--only", type=int, metavar="K", help="run input K of the seed alone")
     parser.add_argument("--save", metavar="DIR", help="write each bad input to DIR")
+    parser.add_argument("--target", choices=KINDS, help="fuzz only this front end")
     args = parser.parse_args()
 
     start = time.monotonic()
@@ -52,7 +67,8 @@ def main() -> int:
             print(f"  {summary.total}/{count}: {_counts(summary)} "
                   f"({time.monotonic() - start:.0f} s)", flush=True)
 
-    summary = run_cases(cases(args.seed, count, first), jobs=args.jobs, timeout=args.timeout,
+    summary = run_cases(of_kind(args.seed, count, first, args.target), jobs=args.jobs,
+                        timeout=args.timeout,
                         backend=args.backend, progress=progress)
     print(f"\ninputs {summary.total}: {_counts(summary)}")
     for kind, counts in sorted(summary.by_kind.items()):
@@ -75,6 +91,20 @@ def main() -> int:
                 f"{case.origin}\nprogram: {case.program} {dict(case.params)}\n{result.detail}\n")
         print(f"\nwrote {len(summary.bad)} inputs to {out}")
     return 1 if summary.bad else 0
+
+
+def of_kind(seed: int, count: int, first: int, kind: Kind | None) -> Iterator[Case]:
+    """``count`` inputs of the seed from ``first`` on, only those of ``kind`` if given."""
+    if kind is None:
+        yield from cases(seed, count, first)
+        return
+    index, found = first, 0
+    while found < count:
+        case = make_case(seed, index)
+        index += 1
+        if case.kind == kind:
+            found += 1
+            yield case
 
 
 def _counts(summary: Summary) -> str:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from codegen.pipeline import STAGES, Compilation, compile_mapping
 from codegen.report import compile_report
 from lair.cli import ArgumentParser, run_guarded
 from lair.diagnostics import InputError
+from lair.files import check_writable_target, write_atomically
 from lair.frontend import Program, load_program
 from lair.printer import format_module
 from lair.specialize import Binding, parse_param
@@ -101,17 +101,22 @@ def _stage_text(stage: str, c: Compilation) -> str:
     return peprint.module(c.module)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory, so no half-written file remains."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def check_output_dir(path: str) -> Path:
+    """The directory of ``-o``, checked before compiling: missing (it will be created) or
+    a directory; anything else there is an error."""
+    target = Path(path)
+    if (target.exists() or target.is_symlink()) and not target.is_dir():
+        raise InputError(f"-o {path}: not a directory; -o names the directory to write the "
+                         "PE module into")
+    return target
+
+
+def make_output_dir(target: Path) -> Path:
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {target}: cannot create the directory: {exc.strerror}") from None
+    return target
 
 
 def run(args: argparse.Namespace) -> str:
@@ -121,14 +126,23 @@ def run(args: argparse.Namespace) -> str:
         return format_module(program.specialized)
     if args.emit == "isl":
         return program.model.format()
+    if args.output:
+        check_output_dir(args.output)
     c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
                      outdir=args.output)
     text = _stage_text(args.emit, c)
-    if args.report and c.tasks is not None:
-        _write_atomically(Path(args.report), json.dumps(compile_report(c), indent=2) + "\n")
+    # everything is computed before anything is written; each file is written whole
+    target = None
     if args.output and args.emit == "code":
-        target = Path(args.output) / f"{Path(args.program).stem}.pe"
-        _write_atomically(target, text)
+        target = make_output_dir(check_output_dir(args.output)) / f"{Path(args.program).stem}.pe"
+        check_writable_target(target, "the PE module")
+    if args.report:
+        check_writable_target(args.report, "the report")
+    if args.report and c.tasks is not None:
+        write_atomically(args.report, json.dumps(compile_report(c), indent=2) + "\n",
+                         "the report")
+    if target is not None:
+        write_atomically(target, text, "the PE module")
         return f"wrote {target} ({c.seconds * 1000:.1f} ms)\n"
     return text
 

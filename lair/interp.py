@@ -9,7 +9,9 @@ partial results are representable, the results are exact.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -118,3 +120,123 @@ def _evaluate(value: Value, values: Mapping[str, np.ndarray], index: Any, dtype:
                 return a * b
             return np.maximum(a, b)
     raise TypeError(value)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What :func:`magnitude_bounds` knows of a computed tensor."""
+
+    elements: np.ndarray  # per element: a bound on |value| and on |every partial sum|
+    peak: float  # the largest magnitude any value of its statement can take
+    grain: float  # every value is a multiple of it (0: unknown, e.g. non-finite data)
+
+
+def grain_of(data: Any) -> float:
+    """The largest power of two of which every value in ``data`` is a multiple (inf when
+    all are zero, 0 when one is not finite)."""
+    values = np.abs(np.asarray(data, dtype=np.float64)).ravel()
+    if not bool(np.all(np.isfinite(values))):
+        return 0.0
+    values = values[values != 0]
+    if not values.size:
+        return math.inf
+    mantissa, exponent = np.frexp(values)
+    digits = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: 53-bit mantissas
+    lowest = (digits & -digits).astype(np.float64)
+    return float(np.min(np.ldexp(lowest, exponent - 53)))
+
+
+def _times(a: float, b: float) -> float:
+    return 0.0 if a == 0 or b == 0 else a * b
+
+
+def magnitude_bounds(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, Bound]:
+    """For every computed tensor: a bound on the magnitude of each element and of its
+    partial sums, the largest magnitude any value of its statement can take (operands,
+    intermediate results, partial reductions) whatever the order of evaluation, and a
+    power of two of which all those values are multiples.
+
+    Computed in float64 on absolute values: ``|a ± b| <= |a| + |b|``, ``|a * b| = |a||b|``,
+    ``|max(a, b)| <= max(|a|, |b|)``, and a reduction's partial sums are bounded by the sum
+    of the magnitudes of its terms; grains multiply under ``*`` and take the minimum
+    otherwise. When ``peak / grain`` stays within :data:`EXACT_STEPS` of the statement's
+    type (and the grain within its normal range), every value is exact, in any order."""
+    checked = check_inputs(graph, inputs)
+    bounds: dict[str, np.ndarray] = {
+        name: np.abs(np.asarray(a, dtype=np.float64)) for name, a in checked.items()}
+    grains = {name: grain_of(a) for name, a in checked.items()}
+    result: dict[str, Bound] = {}
+    for stmt in graph.statements:
+        target = graph.tensor(stmt.target.tensor)
+        out = np.zeros(target.shape, dtype=np.float64)
+        peak = 0.0
+        total = prod(stmt.extents)
+        for start in range(0, total, CHUNK):
+            flat = np.arange(start, min(start + CHUNK, total))
+            coords = np.unravel_index(flat, stmt.extents)
+            env = dict(zip(stmt.iterators, coords, strict=True))
+
+            def index(tensor: str, env: dict[str, Any] = env, n: int = flat.size,
+                      stmt: Stmt = stmt) -> tuple[Any, ...]:
+                return tuple(np.broadcast_to(e.evaluate(env), (n,))
+                             for e in stmt.access(tensor).index)
+
+            value, inner = _bound(stmt.value, bounds, index)
+            peak = max(peak, inner)
+            value = np.broadcast_to(np.asarray(value, dtype=np.float64), flat.shape)
+            where = index(stmt.target.tensor)
+            dest = out
+            if not where:
+                dest, where = out.reshape(1), (np.zeros(flat.shape, dtype=np.intp),)
+            if stmt.op == "=":
+                dest[where] = value
+            elif stmt.op == "+=":
+                np.add.at(dest, where, value)
+            else:
+                np.maximum.at(dest, where, value)
+        if out.size:
+            peak = max(peak, float(out.max()))
+        bounds[stmt.target.tensor] = out
+        grains[stmt.target.tensor] = _grain(stmt.value, grains)
+        result[stmt.target.tensor] = Bound(out, peak, grains[stmt.target.tensor])
+    return result
+
+
+def _grain(value: Value, grains: Mapping[str, float]) -> float:
+    match value:
+        case Const(v):
+            return grain_of(v)
+        case Read(tensor):
+            return grains[tensor]
+        case Unary(_, operand):
+            return _grain(operand, grains)
+        case Binary(op, lhs, rhs):
+            a, b = _grain(lhs, grains), _grain(rhs, grains)
+            return _times(a, b) if op == "*" else min(a, b)
+    raise TypeError(value)
+
+
+def _bound(value: Value, bounds: Mapping[str, np.ndarray], index: Any) -> tuple[Any, float]:
+    """The magnitude bound of ``value`` and the largest bound of any of its parts."""
+    match value:
+        case Const(v):
+            return abs(float(v)), abs(float(v))
+        case Read(tensor):
+            b = bounds[tensor][index(tensor)]
+            return b, float(b.max()) if b.size else 0.0
+        case Unary(_, operand):
+            return _bound(operand, bounds, index)
+        case Binary(op, lhs, rhs):
+            a, peak_a = _bound(lhs, bounds, index)
+            b, peak_b = _bound(rhs, bounds, index)
+            r = a * b if op == "*" else np.maximum(a, b) if op == "max" else a + b
+            top = float(np.max(r)) if np.size(r) else 0.0
+            return r, max(peak_a, peak_b, top)
+    raise TypeError(value)
+
+
+EXACT_STEPS = {"float16": 2.0 ** 11, "float32": 2.0 ** 24}
+"""Up to how many multiples of a power of two each type holds exactly (its significand)."""
+
+SMALLEST_NORMAL = {"float16": 2.0 ** -14, "float32": 2.0 ** -126}
+"""Below it a type loses significand bits (subnormal numbers)."""

@@ -147,3 +147,47 @@ def offset_loc(start: SourceLoc, text: str, offset: int) -> SourceLoc:
     if not newlines:
         return SourceLoc(start.file, start.line, start.column + offset)
     return SourceLoc(start.file, start.line + newlines, offset - before.rfind("\n"))
+
+
+# ----------------------------------------------------------------- the simulator (pesim)
+
+MAX_COLORS = 4096
+"""Most colors of the simulated fabric (``colors`` in ``--config``)."""
+
+MAX_CYCLES = 1 << 50
+"""Largest ``cycle_limit``: simulated time stays exact in simpy's float clock."""
+
+MAX_COST = (1 << 31) - 1
+"""Largest cost (cycles) of one operation or hop in ``--config``."""
+
+MAX_BUFFER_WAVELETS = 1 << 16
+"""Deepest router buffer and core queue (``buffer_wavelets``)."""
+
+MAX_PE_MEMORY = 1 << 30
+"""Largest local memory of one PE (``memory_bytes``)."""
+
+MAX_SIMD_WIDTH = 1 << 16
+"""Widest SIMD engine and most SIMD configurations per PE in ``--config``."""
+
+MAX_CLOCK_MHZ = 1e6
+"""Fastest nominal clock (``clock_mhz``, a positive finite number)."""
+
+MAX_CONFIG_NESTING = 16
+"""Deepest nesting of arrays and tables in a ``--config`` file (settings are flat)."""
+
+MAX_SIM_BYTES = 1 << 31
+"""Estimated memory of one simulation: the local arrays of every PE that runs a program
+plus :data:`SIM_BYTES_PER_PE` per such PE and :data:`SIM_BYTES_PER_ROUTE` per router
+buffer; checked before anything is allocated."""
+
+SIM_BYTES_PER_PE = 8 << 10
+"""Estimated bookkeeping of one simulated core (state, process, queues)."""
+
+SIM_BYTES_PER_ROUTE = 1 << 10
+"""Estimated bookkeeping of one router input buffer."""
+
+MAX_INPUT_ARRAY_BYTES = 1 << 30
+"""Largest total size of the arrays of an ``--inputs`` archive (uncompressed)."""
+
+MAX_SECONDS = 600.0
+"""Default wall-time limit of one simulation (``pesim --max-seconds``)."""

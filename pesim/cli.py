@@ -2,7 +2,7 @@
 
     pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd]
           [--inputs IN.npz] [--outputs OUT.npz] [--seed N] [--config FABRIC.toml]
-          [--report FILE.json]
+          [--report FILE.json] [--max-seconds S]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
 error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch).
@@ -11,20 +11,24 @@ error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 import numpy as np
 from rich.console import Console
 
 from lair.cli import ArgumentParser, UsageError, run_guarded
-from lair.diagnostics import InputError, SimulationError
+from lair.diagnostics import DtgError, SimulationError
+from lair.files import check_writable_target, write_atomically
+from lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from lair.specialize import parse_param
 from pesim.fabric import FabricConfig, load_config
-from pesim.report import build_report, print_summary, write_report
-from pesim.run import run_file, run_program
+from pesim.report import build_report, failure_report, print_summary, write_report
+from pesim.run import RunOutcome, run_file, run_program
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,22 +47,70 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with PROG.lair: compile without SIMD instructions")
     parser.add_argument("--inputs", metavar="IN.npz",
                         help="input tensors by name (default: random integers from --seed)")
-    parser.add_argument("--seed", type=int, default=None, metavar="N",
+    parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the random integer-valued inputs (default 0)")
     parser.add_argument("--outputs", metavar="OUT.npz", help="write the simulated outputs")
     parser.add_argument("--config", metavar="FABRIC.toml",
                         help="override fabric settings (costs, sizes, cycle limit)")
     parser.add_argument("--report", metavar="FILE.json", help="write the JSON report")
+    parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
+                        help="stop a simulation that runs longer than S seconds of wall time "
+                             "(default %(default)g)")
     return parser
 
 
-def write_outputs(path: str | Path, outputs: dict[str, np.ndarray]) -> None:
-    savez: Any = np.savez  # numpy's stubs mistake tensor names for its keyword options
+def seed_arg(text: str) -> int:
+    """A seed for numpy's generator: a decimal integer in 0..2**63-1."""
+    value = literal_value(text) if text.isascii() and text.isdigit() else None
+    if value is None:
+        shown = number_text(text) if text.lstrip("-").isdigit() else abbreviate(text)
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_INT}, got "
+                                         f"{shown}")
+    return value
+
+
+def seconds_arg(text: str) -> float:
+    """A positive, finite number of seconds."""
     try:
-        with open(path, "wb") as f:
-            savez(f, **outputs)
-    except OSError as exc:
-        raise InputError(f"cannot write the outputs {path}: {exc.strerror}") from None
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got "
+                                         f"{abbreviate(text)!r}")
+    return value
+
+
+def write_npz(handle: IO[bytes], arrays: dict[str, np.ndarray]) -> None:
+    """An ``.npz`` archive as :func:`numpy.savez` writes it (one ``NAME.npy`` member per
+    array), built here because ``np.savez(f, **arrays)`` takes the names ``file`` and
+    ``allow_pickle`` for its own parameters."""
+    with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def write_outputs(path: str | Path, outputs: dict[str, np.ndarray]) -> None:
+    write_atomically(path, lambda handle: write_npz(handle, outputs), "the outputs")
+
+
+def internal_error_text(exc: BaseException) -> str:
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def simulate_args(args: argparse.Namespace) -> RunOutcome:
+    """Load, simulate and compare as the arguments say."""
+    config = load_config(args.config) if args.config else FabricConfig()
+    if Path(args.module).suffix == ".lair":
+        params = dict(parse_param(p) for p in args.param)
+        return run_program(args.module, mapping_path=args.mapping, params=params,
+                           simd=not args.no_simd, inputs_path=args.inputs,
+                           seed=args.seed or 0, config=config, max_seconds=args.max_seconds)
+    if args.mapping or args.param or args.no_simd:
+        raise UsageError("-m, --param and --no-simd apply to a .lair program only")
+    return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
+                    max_seconds=args.max_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,17 +119,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.inputs is not None and args.seed is not None:
             raise UsageError("--inputs and --seed exclude each other: the seed only makes "
                              "random inputs")
-        config = load_config(args.config) if args.config else FabricConfig()
-        if Path(args.module).suffix == ".lair":
-            params = dict(parse_param(p) for p in args.param)
-            outcome = run_program(args.module, mapping_path=args.mapping, params=params,
-                                  simd=not args.no_simd, inputs_path=args.inputs,
-                                  seed=args.seed or 0, config=config)
-        else:
-            if args.mapping or args.param or args.no_simd:
-                raise UsageError("-m, --param and --no-simd apply to a .lair program only")
-            outcome = run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0,
-                               config=config)
+        if args.report:
+            check_writable_target(args.report, "the report")
+        if args.outputs:
+            check_writable_target(args.outputs, "the outputs")
+        try:
+            outcome = simulate_args(args)
+        except Exception as exc:
+            # a failed run still writes its report, so no older one survives it
+            if args.report:
+                text = exc.format() if isinstance(exc, DtgError) else internal_error_text(exc)
+                try:
+                    write_report(args.report, failure_report(args.module, text))
+                except DtgError as failed:
+                    if isinstance(exc, DtgError):
+                        exc.notes = (*exc.notes, f"the report was not written: {failed.message}")
+            raise
         report = build_report(outcome)
         if args.report:
             write_report(args.report, report)

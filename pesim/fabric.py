@@ -2,18 +2,32 @@
 
 A :class:`FabricConfig` is immutable; ``--config FABRIC.toml`` overrides any field by
 name (flat ``key = value`` lines, or the same keys under a ``[fabric]`` table). Unknown
-keys, wrong types and out-of-range values are errors, so a typo cannot silently leave a
+keys, wrong types and values outside :data:`RANGES` are errors, so a typo cannot silently leave a
 default in place.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lair.diagnostics import InputError, SimulationError
+from lair.diagnostics import LimitError, SimulationError, SourceLoc
+from lair.limits import (
+    MAX_BUFFER_WAVELETS,
+    MAX_CLOCK_MHZ,
+    MAX_COLORS,
+    MAX_CONFIG_NESTING,
+    MAX_COST,
+    MAX_CYCLES,
+    MAX_PE_MEMORY,
+    MAX_SIMD_WIDTH,
+    abbreviate,
+    offset_loc,
+)
+from lair.parser import read_source
 
 
 class ConfigError(SimulationError):
@@ -56,20 +70,41 @@ class FabricConfig:
         return asdict(self)
 
 
-_POSITIVE = {"colors", "buffer_wavelets", "hop_cycles", "memory_bytes", "max_simd_configs",
-             "simd_width_float16", "simd_width_float32", "cycle_limit", "clock_mhz"}
+_COST = (0, MAX_COST)
+RANGES: dict[str, tuple[float, float]] = {
+    "colors": (1, MAX_COLORS),
+    "buffer_wavelets": (1, MAX_BUFFER_WAVELETS),
+    "hop_cycles": (1, MAX_COST),
+    "memory_bytes": (1, MAX_PE_MEMORY),
+    "task_dispatch": _COST,
+    "scalar_op": _COST,
+    "for_setup": _COST,
+    "for_iteration": _COST,
+    "if_branch": _COST,
+    "max_simd_configs": (1, MAX_SIMD_WIDTH),
+    "simd_config": _COST,
+    "simd_startup": _COST,
+    "simd_variant_select": _COST,
+    "simd_width_float16": (1, MAX_SIMD_WIDTH),
+    "simd_width_float32": (1, MAX_SIMD_WIDTH),
+    "clock_mhz": (0, MAX_CLOCK_MHZ),  # exclusive below: a positive frequency
+    "cycle_limit": (1, MAX_CYCLES),
+}
+"""The accepted range of every setting (``docs/limits.md``)."""
 
 
 def config_from_mapping(values: dict[str, Any], *, where: str = "the fabric settings",
                         base: FabricConfig | None = None) -> FabricConfig:
-    """Override ``base`` (default: the defaults) with ``values``; reject unknown keys."""
+    """Override ``base`` (default: the defaults) with ``values``; reject unknown keys and
+    values outside :data:`RANGES` (for numbers: NaN and infinities too)."""
     base = base or FabricConfig()
     known = {f.name: f for f in fields(FabricConfig)}
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(unknown)} in {where}; known settings are "
-                          f"{', '.join(known)}")
+        listed = ", ".join(abbreviate(u) for u in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''} {listed}{more} "
+                          f"in {where}; known settings are {', '.join(known)}")
     changes: dict[str, Any] = {}
     for name, value in values.items():
         default = getattr(base, name)
@@ -80,23 +115,70 @@ def config_from_mapping(values: dict[str, Any], *, where: str = "the fabric sett
             ok = isinstance(value, int) and not isinstance(value, bool)
         if not ok:
             kind = "a number" if isinstance(default, float) else "an integer"
-            raise ConfigError(f"setting '{name}' in {where} is {value!r}; expected {kind}")
-        low = 1 if name in _POSITIVE else 0
-        if value < low:
-            raise ConfigError(f"setting '{name}' in {where} is {value}; expected at least {low}")
+            raise ConfigError(f"setting '{name}' in {where} is {_describe(value)}; expected "
+                              f"{kind}")
+        low, high = RANGES[name]
+        if isinstance(value, float):
+            if not (math.isfinite(value) and low < value <= high):
+                raise ConfigError(f"setting '{name}' in {where} is {value}; expected a finite "
+                                  f"number above {_bound(low)} and at most {_bound(high)}")
+        elif not low <= value <= high:
+            raise ConfigError(f"setting '{name}' in {where} is {value}; expected at least "
+                              f"{_bound(low)} and at most {_bound(high)}")
         changes[name] = value
     return replace(base, **changes)
 
 
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _describe(value: Any) -> str:
+    """A setting's value for a message; a long text is described, not quoted."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 24 else f"a text of {len(value)} characters"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return abbreviate(repr(value))
+
+
+def _nesting_problem(text: str) -> int | None:
+    """The offset where ``text`` nests arrays or tables deeper than
+    :data:`MAX_CONFIG_NESTING` (tomllib is recursive), outside strings and comments."""
+    depth = 0
+    quote: str | None = None
+    comment = False
+    for offset, char in enumerate(text):
+        if comment:
+            comment = char != "\n"
+        elif quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            comment = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_CONFIG_NESTING:
+                return offset
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
 def load_config(path: str | Path) -> FabricConfig:
-    """Read a TOML file of settings (top-level keys or a ``[fabric]`` table)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    """Read a TOML file of settings (top-level keys or a ``[fabric]`` table), within the
+    input budget: a regular UTF-8 text file of at most 1 MiB, nested at most
+    :data:`MAX_CONFIG_NESTING` deep."""
+    text = read_source(path)
+    offset = _nesting_problem(text)
+    if offset is not None:
+        raise LimitError(f"arrays or tables nested more than {MAX_CONFIG_NESTING} levels deep, "
+                         "the limit; fabric settings are flat key = value lines",
+                         offset_loc(SourceLoc(str(path), 1, 1), text, offset))
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -51,6 +51,41 @@ def read_map(text: str, what: str, loc: SourceLoc | None, example: str) -> isl.M
 
 
 
+def box(name: str, upper: tuple[int, ...], lower: tuple[int, ...] | None = None) -> isl.Set:
+    """The integer box ``name[lower <= i < upper]`` (lower 0 by default)."""
+    lower = lower or (0,) * len(upper)
+    dims = [f"i{k}" for k in range(len(upper))]
+    bounds = " and ".join(f"{lo} <= {d} < {hi}" for d, lo, hi in zip(dims, lower, upper,
+                                                                       strict=True))
+    return isl.Set(f"{{ {name}[{', '.join(dims)}]{' : ' + bounds if bounds else ''} }}",
+                   context=CTX)
+
+
+def mesh_ring(width: int, height: int) -> isl.Set:
+    """The external PEs next to a side of the mesh ``PE[width, height]`` (no corners)."""
+    return isl.Set(f"{{ PE[x, y] : (0 <= x < {width} and (y = -1 or y = {height})) or "
+                   f"(0 <= y < {height} and (x = -1 or x = {width})) }}", context=CTX)
+
+
+def outside(s: isl.Set, allowed: isl.Set) -> tuple[int, ...] | None:
+    """A point of ``s`` outside ``allowed`` (the least), or None when ``s`` lies within
+    it: a test by isl on the sets, so a huge ``s`` is never enumerated."""
+    rest = s.subtract(allowed)
+    if rest.is_empty():
+        return None
+    point = rest.lexmin().sample_point()
+    return tuple(point.get_coordinate_val(isl.dim_type.set, k).to_python()
+                 for k in range(s.dim(isl.dim_type.set)))
+
+
+def shifted(s: isl.Set, offset: tuple[int, ...]) -> isl.Set:
+    """``s`` translated by ``offset``."""
+    dims = [f"i{k}" for k in range(len(offset))]
+    name = s.get_tuple_name()
+    moved = ", ".join(f"{d} + {o}" for d, o in zip(dims, offset, strict=True))
+    return s.apply(isl.Map(f"{{ {name}[{', '.join(dims)}] -> {name}[{moved}] }}", context=CTX))
+
+
 def fix_pe(s: isl.Set, x: int, y: int) -> isl.Set:
     """``s`` with ``PE_X = x`` and ``PE_Y = y``, the parameters projected out."""
     for name, value in zip(PARAMS, (x, y), strict=True):

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lair.diagnostics import InputError
+from lair.files import write_atomically
 from pesim.run import RunOutcome
 from pesim.sim import PeStats
 
@@ -50,8 +50,11 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         "microseconds": r.config.microseconds(cycles),
         "verified": c.verified,
         "exact": c.exact,
+        "comparison": c.mode,
         "max_abs_error": c.max_abs_error,
         "mismatch": c.mismatch,
+        "error": (None if c.verified
+                  else f"the outputs differ from the reference: {c.mismatch}"),
         "events": r.events,
         "wall_seconds": r.wall_seconds,
         "pe_count": len(r.pes),
@@ -62,11 +65,15 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
     }
 
 
+def failure_report(module: str | Path, error: str) -> dict[str, Any]:
+    """The report of a run that ended in an error: unverified, with the error's text (so
+    that no earlier report of the same file can be taken for this run's)."""
+    return {"module": None, "module_file": str(module), "verified": False, "exact": None,
+            "comparison": None, "mismatch": None, "error": error}
+
+
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
-    try:
-        Path(path).write_text(json.dumps(report, indent=2) + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the report {path}: {exc.strerror}") from None
+    write_atomically(path, json.dumps(report, indent=2) + "\n", "the report")
 
 
 def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
@@ -76,7 +83,7 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
     table.add_column("what", style="bold")
     table.add_column("value")
     verdict = "[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
-    kind = "exact" if report["exact"] else "within tolerance"
+    kind = report["comparison"]
     table.add_row("outputs match reference", f"{verdict} ({kind}; max abs error "
                                              f"{report['max_abs_error']:g})")
     table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "

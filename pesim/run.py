@@ -1,14 +1,18 @@
 """One verified run: load a PE module, its reference LAIR program and inputs, simulate,
 and compare every output with the reference interpreter.
 
-Integer-valued inputs (the default random inputs are) make every partial result of the
-examples exact in float16, so the outputs must then match the reference bit for bit;
-other inputs are compared with a tolerance for the different association of sums
-(relative 1e-2 for float16, 1e-5 for float32).
+Outputs are compared exactly when every result is exact whatever the order of
+evaluation: all inputs and constants are integers, and a bound on the magnitude of every
+value and partial sum (:func:`lair.interp.magnitude_bounds`) stays where the type holds
+every integer (2**11 for float16, 2**24 for float32). The default random inputs make the
+examples exact. Otherwise the outputs are compared within a tolerance for the different
+association of sums: relative 1e-2 for float16 and 1e-5 for float32, of the element or
+of its magnitude bound (sums that cancel lose precision relative to their terms).
 """
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,13 +21,22 @@ from pathlib import Path
 import numpy as np
 
 from codegen.peir import PeModule
-from lair.diagnostics import InputError, SimulationError
+from lair.diagnostics import InputError, LimitError, SimulationError
+from lair.files import check_input_file
 from lair.frontend import Program, load_program
-from lair.interp import check_inputs, random_inputs
+from lair.graph import Graph
+from lair.interp import (
+    EXACT_STEPS,
+    SMALLEST_NORMAL,
+    check_inputs,
+    magnitude_bounds,
+    random_inputs,
+)
 from lair.interp import run as reference_run
+from lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
 from pesim.fabric import FabricConfig
 from pesim.parser import parse_module_file, parse_module_text
-from pesim.sim import SimResult, TensorInfo, simulate
+from pesim.sim import SimResult, TensorInfo, check_budget, simulate
 from pesim.verify import verify_module
 
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
@@ -35,6 +48,12 @@ class Comparison:
     exact: bool  # exact equality was required
     max_abs_error: float
     mismatch: str | None  # the first element that differs, for the message
+    reason: str = ""  # why exact equality was (not) required
+
+    @property
+    def mode(self) -> str:
+        kind = "exact" if self.exact else "within tolerance"
+        return f"{kind}: {self.reason}" if self.reason else kind
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,7 @@ def find_module(path: str | Path) -> Path:
 def load_module(path: str | Path, config: FabricConfig | None = None) -> PeModule:
     """Parse and verify a PE module file (errors point into the file)."""
     module, locations = parse_module_file(path)
+    check_budget(module, locations)  # before verification lists the PEs
     verify_module(module, config, locations=locations)
     return module
 
@@ -85,15 +105,29 @@ def load_reference(module: PeModule, module_path: Path) -> tuple[Path, Program]:
     return path, load_program(path, dict(module.params))
 
 
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
 def read_inputs(path: str | Path) -> dict[str, np.ndarray]:
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"no such file: {path}")
+    """The arrays of an ``.npz`` archive, checked to be one (not an ``.npy`` array, not
+    another file) and within :data:`MAX_INPUT_ARRAY_BYTES` before anything is loaded."""
+    path = check_input_file(path)
     try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(NPY_MAGIC))
+        if magic.startswith(NPY_MAGIC):
+            raise InputError(f"{path} is a single .npy array; --inputs takes an .npz archive "
+                             "with one array per input tensor, e.g. np.savez(path, W=W, x=x)")
+        if not magic.startswith(ZIP_MAGIC):
+            raise InputError(f"{path} is not an .npz archive (a zip file of .npy arrays, as "
+                             "np.savez writes); expected one array per input tensor")
+        with zipfile.ZipFile(path) as archive:
+            total = sum(info.file_size for info in archive.infolist())
+        if total > MAX_INPUT_ARRAY_BYTES:
+            raise LimitError(f"the arrays of {path} take {total} bytes, more than the limit "
+                             f"of {MAX_INPUT_ARRAY_BYTES}")
         with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"{path} is a single array; expected an .npz archive with one "
-                                 "array per input tensor")
             return {name: data[name] for name in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise InputError(f"cannot read {path} as .npz: {exc}") from None
@@ -107,13 +141,33 @@ def make_inputs(program: Program, *, inputs_path: str | Path | None = None, seed
     return check_inputs(program.graph, read_inputs(inputs_path))
 
 
-def integer_valued(inputs: Mapping[str, np.ndarray]) -> bool:
-    return all(bool(np.all(np.isfinite(a) & (np.mod(a, 1) == 0))) for a in inputs.values())
+def exactness(graph: Graph, inputs: Mapping[str, np.ndarray]
+              ) -> tuple[bool, str, dict[str, np.ndarray]]:
+    """Whether every output is exact in any order of evaluation, why (or why not), and
+    the magnitude bound of every output element (for the tolerance)."""
+    bounds = magnitude_bounds(graph, inputs)
+    per_output = {t.name: bounds[t.name].elements for t in graph.outputs if t.name in bounds}
+    for stmt in graph.statements:
+        tensor = graph.tensor(stmt.target.tensor)
+        b = bounds[tensor.name]
+        if b.grain == 0:
+            return False, f"{tensor.name} depends on values that are not finite", per_output
+        if b.peak == 0 or b.grain == math.inf:
+            continue
+        steps = b.peak / b.grain
+        if steps > EXACT_STEPS[tensor.dtype] or b.grain < SMALLEST_NORMAL[tensor.dtype]:
+            return False, (f"values computed for {tensor.name} reach {b.peak:g} in magnitude "
+                           f"in steps of {b.grain:g}, more than {tensor.dtype} holds exactly "
+                           f"({EXACT_STEPS[tensor.dtype]:g} steps)"), per_output
+    return True, "every value is exact in its type, in any order of evaluation", per_output
 
 
 def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray], *,
-            exact: bool) -> Comparison:
-    """Compare every expected output; report the largest absolute error."""
+            exact: bool, bounds: Mapping[str, np.ndarray] | None = None, reason: str = ""
+            ) -> Comparison:
+    """Compare every expected output; report the largest absolute error. Without
+    ``exact``, an element matches within the relative tolerance of its expected value or
+    of its magnitude bound in ``bounds``."""
     worst = 0.0
     mismatch: str | None = None
     for name, want in expected.items():
@@ -130,43 +184,48 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
         else:
             rtol, atol = TOLERANCE.get(str(want.dtype), TOLERANCE["float32"])
             ok = same | np.isclose(got64, want64, rtol=rtol, atol=atol)
+            if bounds is not None and name in bounds:
+                ok |= diff <= rtol * bounds[name]
         if mismatch is None and not bool(np.all(ok)):
             where = tuple(int(i) for i in np.argwhere(~ok)[0])
             at = "".join(f"[{i}]" for i in where)
             mismatch = (f"{name}{at} = {float(got[where])}, expected {float(want[where])} "
                         f"({int(np.count_nonzero(~ok))} of {ok.size} elements differ)")
-    return Comparison(mismatch is None, exact, worst, mismatch)
+    return Comparison(mismatch is None, exact, worst, mismatch, reason)
 
 
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
-               reference: Path | None = None) -> RunOutcome:
+               reference: Path | None = None, max_seconds: float = MAX_SECONDS) -> RunOutcome:
     """Simulate a verified module on ``inputs`` and compare with the reference program."""
     graph = program.graph
     checked = check_inputs(graph, inputs)
     outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
-    result = simulate(module, checked, outputs, config=config)
+    result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds)
     values = reference_run(graph, checked)
     expected = {t.name: values[t.name] for t in graph.outputs}
-    comparison = compare(expected, result.outputs, exact=integer_valued(checked))
+    exact, reason, bounds = exactness(graph, checked)
+    comparison = compare(expected, result.outputs, exact=exact, bounds=bounds, reason=reason)
     return RunOutcome(module, module_path, reference, checked, expected, result, comparison)
 
 
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
-             config: FabricConfig | None = None) -> RunOutcome:
+             config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
+             ) -> RunOutcome:
     """Everything ``pesim MODULE.pe`` does before reporting."""
     module_path = find_module(path)
     module = load_module(module_path, config)
     ref_path, program = load_reference(module, module_path)
     inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
     return run_module(module, program, inputs, config=config, module_path=module_path,
-                      reference=ref_path)
+                      reference=ref_path, max_seconds=max_seconds)
 
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 inputs_path: str | Path | None = None, seed: int = 0,
-                config: FabricConfig | None = None) -> RunOutcome:
+                config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
+                ) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
     from codegen.driver import compile_file
@@ -176,7 +235,8 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     assert compiled.module is not None
     text = print_module(compiled.module)
     module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")
+    check_budget(module, locations)
     verify_module(module, config, locations=locations)
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     return run_module(module, compiled.program, inputs, config=config,
-                      reference=Path(path).resolve())
+                      reference=Path(path).resolve(), max_seconds=max_seconds)

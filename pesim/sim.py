@@ -18,8 +18,9 @@ reported with the PEs and colors involved.
 from __future__ import annotations
 
 import heapq
+import math
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +30,19 @@ import numpy as np
 import simpy
 
 from codegen.peir import Array, PeModule, PeProgram, StreamIO, Task
-from lair.diagnostics import SimulationError
+from lair.diagnostics import LimitError, SimulationError
+from lair.limits import MAX_SECONDS, MAX_SIM_BYTES, SIM_BYTES_PER_PE, SIM_BYTES_PER_ROUTE
 from mapping.poly import points
 from pesim.code import END, NUMPY, CycleLimitError, ProgramCode, SimdInfo, Variant, elementwise
 from pesim.expr import compile_cond, compile_iexpr
 from pesim.fabric import FabricConfig
-from pesim.isltext import check_array_set, check_stream, fix_pe
-from pesim.verify import adjacent, pe_name, program_pes
+from pesim.isltext import box, check_array_set, check_stream, fix_pe, outside
+from pesim.parser import Locations
+from pesim.verify import adjacent, pe_name, placed_pes, program_pes
 
 Gen = Generator[Any, Any, Any]
 Pe = tuple[int, int]
+BufferKey = tuple[Pe, int, str]  # a router input buffer: (PE, color, input port)
 Wavelet = tuple[float, int | None] | None  # (value, index or None) or END (None)
 STEP = {"N": (0, -1), "S": (0, 1), "E": (1, 0), "W": (-1, 0)}
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
@@ -52,6 +56,37 @@ FLOPS = {"fmac": 2, "fmul": 1, "fadd": 1, "fsub": 1, "fmax": 1, "copy": 0, "fill
 
 class DeadlockError(SimulationError):
     """The run cannot go on: cores or wavelets wait for something that never comes."""
+
+
+class RouteCycleError(SimulationError):
+    """A wavelet entered a cycle of routes: a copy of it would circulate forever."""
+
+
+class TimeLimitError(SimulationError):
+    """The simulation ran past its wall-time limit (``--max-seconds``)."""
+
+
+class Deadline:
+    """The wall-time budget of a run. ``tick`` is called at every event, loop iteration
+    and fabric interaction; it reads the clock only every :data:`CHECK_EVERY` calls, so
+    scalar code that runs without events (a loop of 2**62 iterations, a task that
+    activates itself at zero cost) is stopped too, at almost no cost."""
+
+    CHECK_EVERY = 1 << 12
+    __slots__ = ("count", "end", "seconds")
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.count = 0
+
+    def tick(self, now: Callable[[], str]) -> None:
+        self.count += 1
+        if self.count % self.CHECK_EVERY == 0 and time.monotonic() > self.end:
+            raise TimeLimitError(
+                f"the simulation ran longer than {self.seconds:g} s of wall time ({now()}) and "
+                "is still going; it may never end (a route or task that keeps itself busy), "
+                "or raise --max-seconds if it is meant to be this long")
 
 
 @dataclass(frozen=True)
@@ -106,7 +141,7 @@ class Link:
 class Buffer:
     """A router input buffer, or the stream of an external source (``source`` set)."""
 
-    __slots__ = ("callback", "cap", "color", "entry", "pe", "port", "q", "route",
+    __slots__ = ("callback", "cap", "color", "entry", "on_cycle", "pe", "port", "q", "route",
                  "scheduled", "source", "targets", "waiters")
 
     def __init__(self, pe: Pe, color: int, port: str, cap: int, route: tuple[str, ...], *,
@@ -117,6 +152,7 @@ class Buffer:
         self.q: deque[tuple[int, Wavelet]] = deque()
         self.targets: list[Target] | None = None
         self.scheduled = False
+        self.on_cycle = False  # a wavelet here would come back here (Fabric.mark_cycles)
         self.waiters: list[Any] = []  # buffers and events waiting for space here
         self.callback: Callable[[Any], None] = lambda _e: None
 
@@ -157,6 +193,8 @@ class ToBuffer(Target):
 
     def accept(self, w: Wavelet, now: int) -> None:
         buf = self.buf
+        if buf.on_cycle:
+            raise self.fabric.cycle_error(buf)
         hop = self.fabric.hop
         buf.q.append((now + hop, w))
         if len(buf.q) == 1 and not buf.scheduled:
@@ -200,8 +238,10 @@ class ToSink(Target):
 class Fabric:
     """Routers, links, sources and sinks, driven by callbacks on the simpy clock."""
 
-    def __init__(self, env: simpy.Environment, config: FabricConfig, width: int, height: int):
+    def __init__(self, env: simpy.Environment, config: FabricConfig, width: int, height: int,
+                 deadline: Deadline):
         self.env, self.config, self.width, self.height = env, config, width, height
+        self.deadline = deadline
         self.hop = config.hop_cycles
         self.buffers: dict[tuple[Pe, int, str], Buffer] = {}
         self.links: dict[tuple[Pe, Pe], Link] = {}
@@ -274,6 +314,98 @@ class Fabric:
             self.release(buf.waiters)
         if q:
             self.schedule(buf, max(1, q[0][0] - now))
+
+    def successors(self, key: BufferKey) -> list[BufferKey]:
+        """The router buffers a wavelet in buffer ``key`` goes to next (not cores, sinks)."""
+        pe, color, _ = key
+        found = []
+        for port in self.buffers[key].route:
+            if port != "RAMP":
+                dx, dy = STEP[port]
+                nxt = ((pe[0] + dx, pe[1] + dy), color, OPPOSITE[port])
+                if nxt in self.buffers:
+                    found.append(nxt)
+        return found
+
+    def mark_cycles(self) -> None:
+        """Mark the buffers that lie on a cycle of routes (a strongly connected component
+        of the buffer graph, found by Tarjan's algorithm, iteratively). Routes are static
+        and each buffer forwards a copy to every target, so a wavelet entering such a
+        buffer has a copy that comes back to it forever: the first one is an error."""
+        succ = {key: self.successors(key) for key in self.buffers}
+        index: dict[BufferKey, int] = {}
+        low: dict[BufferKey, int] = {}
+        stack: list[BufferKey] = []
+        on_stack: set[BufferKey] = set()
+        for root in succ:
+            if root in index:
+                continue
+            index[root] = low[root] = len(index)
+            stack.append(root)
+            on_stack.add(root)
+            work = [(root, 0)]
+            while work:
+                node, i = work[-1]
+                if i < len(succ[node]):
+                    work[-1] = (node, i + 1)
+                    child = succ[node][i]
+                    if child not in index:
+                        index[child] = low[child] = len(index)
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, 0))
+                    elif child in on_stack:
+                        low[node] = min(low[node], index[child])
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        for member in component:
+                            self.buffers[member].on_cycle = True
+
+    def cycle_error(self, buf: Buffer) -> RouteCycleError:
+        """The shortest cycle of routes through ``buf``, as an error."""
+        start = (buf.pe, buf.color, buf.port)
+        parent: dict[BufferKey, BufferKey] = {}
+        frontier = [start]
+        last = None
+        while frontier and last is None:
+            nxt_frontier = []
+            for key in frontier:
+                for child in self.successors(key):
+                    if child == start:
+                        last = key
+                        break
+                    if child not in parent:
+                        parent[child] = key
+                        nxt_frontier.append(child)
+                if last is not None:
+                    break
+            frontier = nxt_frontier
+        path = [start]
+        node = last
+        while node is not None and node != start:
+            path.insert(1, node)
+            node = parent.get(node)
+        hops = [f"{pe_name(*pe)} from {port}" for pe, _, port in path]
+        shown = hops if len(hops) <= 2 * MAX_LISTED else [*hops[:MAX_LISTED], "...",
+                                                          *hops[-MAX_LISTED:]]
+        return RouteCycleError(
+            f"a wavelet on color {buf.color} enters a cycle of routes at {pe_name(*buf.pe)} at "
+            f"cycle {self.now()}: {' -> '.join(shown)} -> {pe_name(*buf.pe)} again "
+            f"({len(path)} routers); it would circulate forever",
+            notes=("routes are static and each router forwards a copy to every target, so "
+                   "a wavelet on this cycle never leaves it",))
 
     def resolve(self, buf: Buffer) -> list[Target]:
         """The targets of a buffer's route; an error when a wavelet would go nowhere."""
@@ -399,9 +531,9 @@ class Core:
         self.sim = fabric.env
         self.config = fabric.config
         self.limit = fabric.config.cycle_limit
-        colors = fabric.config.colors
-        self.fifo: list[deque[Wavelet]] = [deque() for _ in range(colors)]
-        self.fifo_waiters: list[list[Any]] = [[] for _ in range(colors)]
+        # per color, made on first use: most cores use few of the colors
+        self.fifo: defaultdict[int, deque[Wavelet]] = defaultdict(deque)
+        self.fifo_waiters: defaultdict[int, list[Any]] = defaultdict(list)
         self.arrival: dict[int, simpy.Event] = {}
         self.triggers: list[tuple[int, int, str, int | None]] = []
         self.seq = 0
@@ -424,6 +556,9 @@ class Core:
     def now(self) -> int:
         return int(self.sim.now)
 
+    def where(self) -> str:
+        return f"at {self.name()} task {self.task}, cycle {self.clock}"
+
     def error(self, message: str) -> SimulationError:
         where = f" task {self.task}" if self.task else ""
         return SimulationError(f"{self.name()}{where}: {message}")
@@ -440,6 +575,7 @@ class Core:
         self.scalar += cycles
 
     def check_limit(self) -> None:
+        self.fabric.deadline.tick(self.where)
         if self.clock > self.limit:
             raise CycleLimitError(
                 f"cycle limit of {self.limit} cycles reached at {self.name()} (task "
@@ -781,8 +917,8 @@ class Core:
 
 
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
-             outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None
-             ) -> SimResult:
+             outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None,
+             max_seconds: float = MAX_SECONDS) -> SimResult:
     """Run ``module`` on ``inputs``; return the outputs, cycles and statistics.
 
     ``outputs`` gives the shape and type of every output tensor the module produces
@@ -792,7 +928,7 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     config = config or FabricConfig()
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
-        run = _Run(module, inputs, outputs, config)
+        run = _Run(module, inputs, outputs, config, Deadline(max_seconds))
         events = run.run()
         result_outputs = run.collect()
     start, end = run.span()
@@ -800,6 +936,34 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     links = {key: link.count for key, link in run.fabric.links.items() if link.count}
     return SimResult(module.name, result_outputs, start, end, events,
                      time.perf_counter() - wall, pes, links, config)
+
+
+def simulation_bytes(module: PeModule, locations: Locations | None = None) -> tuple[int, int]:
+    """The PEs that run a program and the estimated memory of simulating ``module``:
+    their local arrays and bookkeeping (``docs/limits.md``). PEs are counted by isl, not
+    listed, so this is quick on any mesh."""
+    pes = total = 0
+    if module.width < 1 or module.height < 1:
+        return 0, 0  # an empty mesh: verify_module says so
+    for program in module.programs:
+        loc = (locations or {}).get(("pes", program.name))
+        count = placed_pes(program, module.width, module.height, loc).count_val().to_python()
+        arrays = sum(math.prod(a.shape) * (2 if a.dtype == "float16" else 4)
+                     for a in program.arrays)
+        pes += count
+        total += count * (SIM_BYTES_PER_PE + arrays + SIM_BYTES_PER_ROUTE * len(program.routes))
+    return pes, total
+
+
+def check_budget(module: PeModule, locations: Locations | None = None) -> None:
+    """Refuse, before anything is allocated, a simulation whose estimated memory exceeds
+    :data:`MAX_SIM_BYTES`."""
+    pes, total = simulation_bytes(module, locations)
+    if total > MAX_SIM_BYTES:
+        raise LimitError(f"simulating module {module.name} ({pes} PEs running programs) needs "
+                         f"about {total} bytes of memory for local arrays and bookkeeping, "
+                         f"more than the limit of {MAX_SIM_BYTES}; simulate a smaller mesh",
+                         (locations or {}).get(("module",)))
 
 
 def core_stats(core: Core) -> PeStats:
@@ -812,26 +976,29 @@ class _Run:
     """Builds the fabric for one run, drives the event loop and collects the results."""
 
     def __init__(self, module: PeModule, inputs: Mapping[str, np.ndarray],
-                 outputs: Mapping[str, TensorInfo], config: FabricConfig):
+                 outputs: Mapping[str, TensorInfo], config: FabricConfig, deadline: Deadline):
         self.module, self.inputs, self.outputs, self.config = module, inputs, outputs, config
+        self.deadline = deadline
         self.env = simpy.Environment()
-        self.fabric = Fabric(self.env, config, module.width, module.height)
+        self.fabric = Fabric(self.env, config, module.width, module.height, deadline)
         self.sinks: list[Sink] = []
         self.source_starts: list[int] = []
         self.sets: dict[tuple[str, str, int], isl.Set] = {}
+        check_budget(module)
         for program in module.programs:
-            self.program(program)
+            self.program(program, program_pes(program, module.width, module.height))
         for k, stream in enumerate(module.streams):
             self.stream(stream, k)
+        self.fabric.mark_cycles()
 
     # --------------------------------------------------------------------- setup
 
-    def program(self, program: PeProgram) -> None:
+    def program(self, program: PeProgram, pes: list[Pe]) -> None:
         code = ProgramCode(program, self.config)
         guards = [compile_cond(r.guard) if r.guard is not None else None for r in program.routes]
         offsets = {a.name: [compile_iexpr(e) for e in a.offset] for a in program.arrays}
         ox, oy = program.origin
-        for pe in program_pes(program):
+        for pe in pes:
             env = {"PE_X": pe[0] - ox, "PE_Y": pe[1] - oy}
             arrays = {a.name: self.array(program, a, env, offsets[a.name])
                       for a in program.arrays}
@@ -917,13 +1084,14 @@ class _Run:
         if rel.dim(isl.dim_type.in_) != rank:
             raise SimulationError(f"the relation of {user} has {rel.dim(isl.dim_type.in_)} "
                                   f"dimensions; {stream.tensor} has rank {rank}")
+        stray = outside(rel.domain(), box(stream.tensor, shape))  # before listing them
+        if stray is not None:
+            raise SimulationError(f"the relation of {user} names {stream.tensor}"
+                                  f"[{', '.join(map(str, stray))}], outside its shape "
+                                  f"{list(shape)}")
         per_pe: dict[Pe, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
         for p in points(rel.wrap()):
             element, ext, index = p[:rank], (p[rank], p[rank + 1]), p[rank + 2:]
-            if not all(0 <= i < n for i, n in zip(element, shape, strict=True)):
-                raise SimulationError(f"the relation of {user} names {stream.tensor}"
-                                      f"[{', '.join(map(str, element))}], outside its shape "
-                                      f"{list(shape)}")
             per_pe.setdefault(ext, []).append((element, index))
         for ext, entries in per_pe.items():
             if stream.direction == "output":
@@ -975,10 +1143,19 @@ class _Run:
                     f"cycle limit of {limit} cycles reached and the run is still going; "
                     "raise cycle_limit in --config FABRIC.toml if it is meant to be this long",
                     notes=tuple(self.activity()))
-            step()
+            try:
+                self.deadline.tick(self.cycle_text)
+                step()
+            except (TimeLimitError, CycleLimitError) as err:
+                if not err.notes:
+                    err.notes = tuple(self.activity())
+                raise
             events += 1
         self.check_finished()
         return events
+
+    def cycle_text(self) -> str:
+        return f"at cycle {int(self.env.now)}"
 
     def activity(self) -> list[str]:
         """What is still going on, a few items of each kind: waiting cores, incomplete
@@ -992,7 +1169,7 @@ class _Run:
             [f"{len(b.q)} wavelets wait in the router of {b.describe()}"
              for b in self.fabric.buffers.values() if b.q],
             [f"{c.name()} leaves {len(q)} wavelets on color {color} unread"
-             for c in cores for color, q in enumerate(c.fifo) if q],
+             for c in cores for color, q in sorted(c.fifo.items()) if q],
         ]
         items: list[str] = []
         for found in kinds:

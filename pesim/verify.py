@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+import islpy as isl
 import numpy as np
 
 from codegen.peir import (
@@ -49,7 +50,15 @@ from lair.diagnostics import SimulationError, SourceLoc
 from mapping.poly import points
 from pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
 from pesim.fabric import FabricConfig
-from pesim.isltext import check_array_set, check_pes, check_stream
+from pesim.isltext import (
+    box,
+    check_array_set,
+    check_pes,
+    check_stream,
+    mesh_ring,
+    outside,
+    shifted,
+)
 from pesim.parser import Locations, stmt_key
 
 PE_PARAMS = ("PE_X", "PE_Y")
@@ -65,10 +74,24 @@ def pe_name(x: int, y: int) -> str:
     return f"PE[{x}, {y}]"
 
 
-def program_pes(program: PeProgram) -> list[tuple[int, int]]:
+def placed_pes(program: PeProgram, width: int, height: int, loc: SourceLoc | None = None
+               ) -> isl.Set:
+    """The PEs running ``program`` (absolute coordinates) as an isl set; an error when
+    one lies outside the mesh ``PE[width, height]``, found by an isl test, so that a huge
+    PE set is never enumerated."""
+    pes = shifted(check_pes(program.pes, loc, program.name), program.origin)
+    stray = outside(pes, box("PE", (width, height)))
+    if stray is not None:
+        raise ModuleError(f"program {program.name} runs on {pe_name(*stray)}, outside the "
+                          f"mesh PE[{width}, {height}] (columns 0..{width - 1}, rows "
+                          f"0..{height - 1})", loc)
+    return pes
+
+
+def program_pes(program: PeProgram, width: int, height: int, loc: SourceLoc | None = None
+                ) -> list[tuple[int, int]]:
     """Absolute coordinates of the PEs running ``program``, in lexicographic order."""
-    ox, oy = program.origin
-    return [(ox + x, oy + y) for x, y in points(check_pes(program.pes, None, program.name))]
+    return [(x, y) for x, y in points(placed_pes(program, width, height, loc))]
 
 
 def adjacent(ext: tuple[int, int], width: int, height: int) -> tuple[tuple[int, int], str] | None:
@@ -146,17 +169,20 @@ class _Verifier:
             tensors.add((s.direction, s.tensor))
             self.color(s.color, f"{s.direction} stream {s.tensor}", "stream_head", str(k))
             rel = check_stream(s.relation, s.tensor, self.locs.get(key))
-            for ext in points(rel.range_factor_domain().range()):
-                ext_pe = (ext[0], ext[1])
+            externals = rel.range_factor_domain().range()
+            stray = outside(externals, mesh_ring(m.width, m.height))  # before listing them
+            if stray is not None:
+                ext_pe = (stray[0], stray[1])
                 where = "arrives from" if s.direction == "input" else "goes to"
                 if 0 <= ext_pe[0] < m.width and 0 <= ext_pe[1] < m.height:
                     raise self.fail(f"{s.direction} stream {s.tensor} {where} {pe_name(*ext_pe)}, "
                                     f"inside the mesh PE[{m.width}, {m.height}]; external PEs "
                                     "lie outside it", *key)
-                if adjacent(ext_pe, m.width, m.height) is None:
-                    raise self.fail(f"{s.direction} stream {s.tensor} {where} "
-                                    f"{pe_name(*ext_pe)}, which is not next to the mesh "
-                                    f"(columns 0..{m.width - 1}, rows 0..{m.height - 1})", *key)
+                raise self.fail(f"{s.direction} stream {s.tensor} {where} "
+                                f"{pe_name(*ext_pe)}, which is not next to the mesh "
+                                f"(columns 0..{m.width - 1}, rows 0..{m.height - 1})", *key)
+            for ext in points(externals):
+                ext_pe = (ext[0], ext[1])
                 end = (s.direction, s.color, ext_pe)
                 if end in ends:
                     raise self.fail(f"{s.direction} streams {ends[end]} and {s.tensor} both use "
@@ -170,13 +196,8 @@ class _Verifier:
         m = self.module
         owner: dict[tuple[int, int], str] = {}
         for program in m.programs:
-            check_pes(program.pes, self.locs.get(("pes", program.name)), program.name)
-            for pe in program_pes(program):
-                if not (0 <= pe[0] < m.width and 0 <= pe[1] < m.height):
-                    raise self.fail(f"program {program.name} runs on {pe_name(*pe)}, outside "
-                                    f"the mesh PE[{m.width}, {m.height}] (columns "
-                                    f"0..{m.width - 1}, rows 0..{m.height - 1})",
-                                    "pes", program.name)
+            loc = self.locs.get(("pes", program.name))
+            for pe in program_pes(program, m.width, m.height, loc):
                 if pe in owner and owner[pe] != program.name:
                     raise self.fail(f"{pe_name(*pe)} runs two programs, {owner[pe]} and "
                                     f"{program.name}; every PE runs at most one",
@@ -290,7 +311,7 @@ class _Verifier:
             return
         guards = [compile_cond(r.guard) if r.guard is not None else None for r in p.routes]
         ox, oy = p.origin
-        for x, y in program_pes(p):
+        for x, y in program_pes(p, self.module.width, self.module.height):
             env = {"PE_X": x - ox, "PE_Y": y - oy}
             seen: dict[tuple[int, str], int] = {}
             for k, (r, g) in enumerate(zip(p.routes, guards, strict=True)):

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from codegen.peir import PeModule
+from lair.limits import MAX_SECONDS
 from pesim.fabric import FabricConfig
 from pesim.parser import parse_module_text
 from pesim.sim import SimResult, TensorInfo, simulate
@@ -28,9 +29,11 @@ def build(text: str, config: FabricConfig | None = None) -> PeModule:
 def sim(text: str, inputs: Mapping[str, Any] | None = None,
         outputs: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
         **settings: Any) -> SimResult:
-    """Parse, verify and simulate; ``settings`` override FabricConfig fields."""
+    """Parse, verify and simulate; ``settings`` override FabricConfig fields (and
+    ``max_seconds`` the wall-time limit)."""
+    max_seconds = settings.pop("max_seconds", MAX_SECONDS)
     config = FabricConfig(**settings)
     module = build(text, config)
     arrays = {k: np.asarray(v) for k, v in (inputs or {}).items()}
     specs = {k: TensorInfo(shape, dtype) for k, (shape, dtype) in (outputs or {}).items()}
-    return simulate(module, arrays, specs, config=config)
+    return simulate(module, arrays, specs, config=config, max_seconds=max_seconds)

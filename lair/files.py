@@ -1,0 +1,95 @@
+"""Writing output files safely: whole or not at all, never through a symlink.
+
+Every file dtg writes (PE modules, reports, output tensors) goes through
+:func:`write_atomically`: the content is written to a temporary file in the target's
+directory and renamed over the target, so an error or a crash never leaves a
+half-written file, and a reader never sees one. An existing symlink is refused rather
+than followed (it could point anywhere), and so is a directory or a special file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from lair.diagnostics import InputError
+
+FILE_MODE = 0o644
+"""Mode of every file written (temporary files start as 0600)."""
+
+
+def check_writable_target(path: str | Path, what: str) -> Path:
+    """``path`` as a Path, or an error if writing ``what`` there would replace something
+    other than a regular file (a symlink, a directory, a device)."""
+    path = Path(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise InputError(f"cannot write {what} {path}: {exc.strerror}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise InputError(f"cannot write {what} {path}: it is a symbolic link, which dtg does "
+                         "not follow; remove it or name another file")
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"cannot write {what} {path}: it is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"cannot write {what} {path}: it is not a regular file (a device, "
+                         "pipe or socket)")
+    return path
+
+
+def write_atomically(path: str | Path, content: str | bytes | Callable[[IO[bytes]], None],
+                     what: str = "the file") -> None:
+    """Write ``content`` (text, bytes, or a function writing to a binary handle) to
+    ``path`` via a temporary file in the same directory and :func:`os.replace`."""
+    path = check_writable_target(path, what)
+    parent = path.parent
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write {what} {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if isinstance(content, str):
+                handle.write(content.encode("utf-8"))
+            elif isinstance(content, bytes):
+                handle.write(content)
+            else:
+                content(handle)
+        os.chmod(tmp, FILE_MODE)
+        check_writable_target(path, what)  # it may have become a symlink meanwhile
+        os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise InputError(f"cannot write {what} {path}: {exc.strerror}") from None
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _discard(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def check_input_file(path: str | Path) -> Path:
+    """``path`` as a Path, or an error unless it is an existing regular file (a directory,
+    a device or a pipe is refused before it is opened: reading one could block forever)."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is not a regular file (a device, pipe or socket)")
+    return path
