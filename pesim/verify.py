@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterable
 
 import islpy as isl
-import numpy as np
 
 from codegen.peir import (
     DTYPES,
@@ -109,7 +108,7 @@ def adjacent(ext: tuple[int, int], width: int, height: int) -> tuple[tuple[int, 
 
 
 def array_bytes(array: Array) -> int:
-    return int(np.prod(array.shape)) * int(np.dtype(array.dtype).itemsize)
+    return array.bytes
 
 
 def verify_module(module: PeModule, config: FabricConfig | None = None, *,
