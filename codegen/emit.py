@@ -288,7 +288,9 @@ def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
         body.append(SetInt(counter, "+=", IConst(1)))
     tasks = [
         Task(f"spread_{flow.tensor}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
-        Task(f"end_{flow.tensor}", "control", (SendEnd(flow.color),), a.in_color),
+        # Adapters outside the span (the source's side of it) only pass the mark along.
+        Task(f"end_{flow.tensor}", "control", _guarded(in_span, [SendEnd(flow.color)]),
+             a.in_color),
     ]
     return routes, ints, tasks
 
@@ -711,8 +713,11 @@ class _ComputeBuilder:
         pos = red.position
         zero = pos.zero_set()
         even = pos.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
-        odd = self.region.context().align_params(even.get_space()).subtract(
-            even.align_params(self.region.context().get_space()))
+        holders = pos.domain()  # only the PEs holding partial results take part
+        holders, even = poly.align_params(holders, even)
+        even = even.intersect(holders)
+        odd = holders.subtract(even)
+        zero = zero.intersect(holders.align_params(zero.get_space()))
         last = red.last
         first_c, second_c = red.colors
         port_out, port_in = red.side, OPPOSITE[red.side]
