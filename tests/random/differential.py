@@ -270,6 +270,10 @@ class Shrunk:
     key: str
     text: str
 
+    def part(self, name: str) -> str:
+        """``prog.lair``, ``prog.map`` or ``outcome`` of the message."""
+        return self.text.split(f"--- {name}\n", 1)[-1].split("\n--- ", 1)[0].rstrip() + "\n"
+
 
 def _failure_type(key: str, types: dict[str, type[AssertionError]]) -> type[AssertionError]:
     """One exception class per failure group, so Hypothesis shrinks each separately."""
@@ -278,13 +282,13 @@ def _failure_type(key: str, types: dict[str, type[AssertionError]]) -> type[Asse
 
 
 def hypothesis_batch(examples: int, seed: int, *, shrink: bool = False,
-                     draw_only: bool = False,
+                     draw_only: bool = False, only: str | None = None,
                      callback: Callable[[str, str, str, Outcome | None], None] | None = None
                      ) -> list[Shrunk]:
     """Draw ``examples`` pairs from :func:`strategies.pairs` with Hypothesis, seeded;
     classify each (unless ``draw_only``) and pass it to ``callback``. With ``shrink``,
-    each kind of failure is raised, so Hypothesis shrinks it to a minimal pair; the
-    shrunk failures are returned."""
+    each kind of failure is raised (only the failures whose key is ``only``, when given),
+    so Hypothesis shrinks it to a minimal pair; the shrunk failures are returned."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
     from strategies import pairs
@@ -303,10 +307,10 @@ def hypothesis_batch(examples: int, seed: int, *, shrink: bool = False,
         outcome = None if draw_only else classify(lair, mapping)
         if callback is not None:
             callback(lair, mapping, description, outcome)
-        if shrink and outcome is not None and outcome.failed:
+        if shrink and outcome is not None and outcome.failed and only in (None, outcome.key):
             raise _failure_type(outcome.key, types)(
-                f"{outcome.key}\n# {description}\n--- prog.lair\n{lair}--- prog.map\n"
-                f"{mapping}--- outcome\n{outcome.detail}")
+                f"{outcome.key}\n# {description}\n--- prog.lair\n{lair}\n--- prog.map\n"
+                f"{mapping}\n--- outcome\n{outcome.detail}")
 
     try:
         run()
