@@ -207,10 +207,8 @@ def triage(program: Any, module: Any, config: Any, lair: Path, mismatch: str) ->
     except Exception as exc:
         zeros = f"without zeros: {type(exc).__name__}"
     name = mismatch.split("[", 1)[0].split(" ", 1)[0]
-    text = lair.read_text()
-    op = re.search(rf"\b{re.escape(name)}\[[^\n]*?\]\s*(\+=|max=|=)", text)
-    stmts = len(re.findall(r"\ball\s*\(", text))
-    return f"{zeros}; output by '{op.group(1) if op else '?'}' of {stmts} statement(s)"
+    op = re.search(rf"\b{re.escape(name)}\[[^\n]*?\]\s*(\+=|max=|=)", lair.read_text())
+    return f"{zeros}; output defined by '{op.group(1) if op else '?'}'"
 
 
 def combine(simd: Run, scalar: Run) -> Outcome:
