@@ -156,18 +156,15 @@ def main() -> int:
             write_failure(out / "smallest" / f"{g:02d}", lair, mapping, description, o)
             summary.append(f"{len(found):5} x {key}\n        smallest: smallest/{g:02d}")
         if args.shrink:
-            shrunk = []
             for g, (key, _) in enumerate(ordered):
                 print(f"shrinking {key} ...", flush=True)
-                shrunk += [(g, s) for s in hypothesis_batch(args.n, args.seed, shrink=True,
-                                                              only=key)]
-            for g, s in shrunk:
-                d = out / "shrunk" / f"{g:02d}"
-                d.mkdir(parents=True, exist_ok=True)
-                (d / "prog.lair").write_text(s.part("prog.lair"))
-                (d / "prog.map").write_text(s.part("prog.map"))
-                (d / "outcome.txt").write_text(s.text + "\n")
-                summary.append(f"shrunk/{g:02d}: {s.key}")
+                for s in hypothesis_batch(args.n, args.seed, shrink=True, only=key):
+                    d = out / "shrunk" / f"{g:02d}"  # written at once: shrinking is slow
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / "prog.lair").write_text(s.part("prog.lair"))
+                    (d / "prog.map").write_text(s.part("prog.map"))
+                    (d / "outcome.txt").write_text(s.text + "\n")
+                    summary.append(f"shrunk/{g:02d}: {s.key}")
         (out / "summary.txt").write_text(
             f"{len(results)} pairs, seed {args.seed}: "
             + ", ".join(f"{k} {v}" for k, v in counts.most_common()) + "\n"
