@@ -27,3 +27,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return CliResult(status, captured.out, captured.err)
 
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "random: random differential tests of compiler and simulator "
+        "(tests/random; DTG_RANDOM_EXAMPLES=N sets the number of pairs)")

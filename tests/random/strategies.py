@@ -1,0 +1,498 @@
+"""Hypothesis strategies for random valid LAIR programs with random valid mappings.
+
+:func:`pairs` draws ``(lair_text, map_text, description)``. A program is 1 to 3
+statements: a first one (matrix-vector product, 1-D or 2-D convolution with random
+filter size, stride and dilation, pooling with ``max=`` or ``+=``, an elementwise sum,
+difference, product or ReLU, an outer product), then follow-ups that read the tensor the
+previous statement made (bias, ReLU, another matrix-vector product, pooling), so internal
+tensors appear. Iterators that mean the same thing carry the same name in every
+statement (the rows ``i`` of ``y = W x`` and of ``z = y + b``), which lets one tiling per
+iterator name give coherent placements.
+
+A mapping is well-formed per ``docs/mapping.md``: the rectangle (at most 6 x 6) holds
+every placement; placements tile iterators (``i//t``, with tile sizes that need not
+divide the extent) on either axis, or put a statement on one column or row (the bias
+or ReLU on the last column); free border lines are added at random (room for adapters);
+each input is resident or streamed, each output resident or streamed, sparse or dense,
+through any side, from external PEs next to that side: aligned with the placement of
+the statement that reads (or writes) the tensor, entering at one PE with a
+multi-dimensional or flattened index (adapter style), or tiled at random with
+``index[e mod t]``. Every element gets exactly one (PE, index) pair, and no two elements
+share one. Whether the compiler supports the flow is another matter: rejecting a mapping
+with a located error is a legal outcome (``tests/random/differential.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+SIDES = ("north", "south", "west", "east")
+MAX_PES = 6
+
+
+@dataclass(frozen=True)
+class Access:
+    tensor: str
+    index: tuple[str, ...]  # LAIR index expressions, one per dimension
+    plain: tuple[str | None, ...]  # the iterator when the index is just that iterator
+
+    def text(self) -> str:
+        return self.tensor + "".join(f"[{e}]" for e in self.index)
+
+
+def acc(tensor: str, *index: str) -> Access:
+    return Access(tensor, index, tuple(e if e.isidentifier() else None for e in index))
+
+
+@dataclass(frozen=True)
+class Stmt:
+    name: str
+    iters: tuple[tuple[str, int], ...]
+    target: Access
+    op: str  # "=", "+=" or "max="
+    expr: str
+    reads: tuple[Access, ...]
+
+    def text(self) -> str:
+        names = ", ".join(v for v, _ in self.iters)
+        extents = ", ".join(str(n) for _, n in self.iters)
+        return (f"  {self.name}: all ({names}) in ({extents}) "
+                f"{self.target.text()} {self.op} {self.expr}")
+
+    def extent(self, v: str) -> int:
+        return dict(self.iters)[v]
+
+
+@dataclass
+class Program:
+    dtype: str
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    stmts: list[Stmt] = field(default_factory=list)
+    label: list[str] = field(default_factory=list)
+
+    def add(self, stmt: Stmt, label: str) -> None:
+        self.stmts.append(stmt)
+        self.label.append(label)
+
+    @property
+    def defined(self) -> list[str]:
+        return [s.target.tensor for s in self.stmts]
+
+    @property
+    def inputs(self) -> list[str]:
+        defined = set(self.defined)
+        seen: list[str] = []
+        for s in self.stmts:
+            for a in s.reads:
+                if a.tensor not in defined and a.tensor not in seen:
+                    seen.append(a.tensor)
+        return seen
+
+    @property
+    def outputs(self) -> list[str]:
+        read = {a.tensor for s in self.stmts for a in s.reads}
+        return [t for t in self.defined if t not in read]
+
+    def decl(self, name: str) -> str:
+        return f"{self.dtype} {name}" + "".join(f"[{n}]" for n in self.shapes[name])
+
+    def text(self) -> str:
+        ins = ", ".join(self.decl(t) for t in self.inputs)
+        outs = ", ".join(self.decl(t) for t in self.defined)
+        body = "\n".join(s.text() for s in self.stmts)
+        return f"lair prog():\n  {ins}\n    -> {outs}\n{{\n{body}\n}}\n"
+
+    def fresh(self, base: str) -> str:
+        k = 0
+        while f"{base}{k or ''}" in self.shapes:
+            k += 1
+        return f"{base}{k or ''}"
+
+    def stmt_name(self) -> str:
+        return f"S{len(self.stmts)}"
+
+
+# ------------------------------------------------------------------- programs
+
+
+def _out_size(n: int, r: int, s: int, d: int) -> int:
+    return (n - d * (r - 1) - 1) // s + 1
+
+
+@st.composite
+def _window(draw: st.DrawFn, max_n: int) -> tuple[int, int, int, int, int]:
+    """(input size n, window r, stride s, dilation d, output size)."""
+    r = draw(st.integers(1, 4))
+    d = draw(st.integers(1, 2))
+    s = draw(st.integers(1, 3))
+    n = draw(st.integers(d * (r - 1) + 1, max_n))
+    return n, r, s, d, _out_size(n, r, s, d)
+
+
+def _strided(s: int, v: str, d: int, a: str) -> str:
+    left = v if s == 1 else f"{s} * {v}"
+    right = a if d == 1 else f"{d} * {a}"
+    return f"{left} + {right}"
+
+
+@st.composite
+def first_statement(draw: st.DrawFn, p: Program) -> str:
+    """Add the first statement; return the tensor it defines."""
+    kind = draw(st.sampled_from(["matvec", "conv1d", "conv2d", "pool1d", "pool2d",
+                                 "elementwise", "elementwise2d", "relu", "outer"]))
+    name = p.stmt_name()
+    if kind == "matvec":
+        m, n = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+        transposed = draw(st.booleans())
+        p.shapes.update(W=(n, m) if transposed else (m, n), x=(n,), y=(m,))
+        w = acc("W", "j", "i") if transposed else acc("W", "i", "j")
+        p.add(Stmt(name, (("i", m), ("j", n)), acc("y", "i"), "+=",
+                   f"{w.text()} * x[j]", (w, acc("x", "j"))),
+              "matvec" + ("^T" if transposed else ""))
+        return "y"
+    if kind == "conv1d":
+        k = draw(st.integers(1, 3))
+        n, r, s, d, o = draw(_window(14))
+        p.shapes.update(x=(n,), F=(k, r), y=(k, o))
+        xa = acc("x", _strided(s, "w", d, "r"))
+        p.add(Stmt(name, (("k", k), ("w", o), ("r", r)), acc("y", "k", "w"), "+=",
+                   f"{xa.text()} * F[k][r]", (xa, acc("F", "k", "r"))),
+              f"conv1d r{r} s{s} d{d}")
+        return "y"
+    if kind == "conv2d":
+        k = draw(st.integers(1, 2))
+        n, r, s, d, o = draw(_window(7))
+        p.shapes.update(x=(n, n), F=(k, r, r), y=(k, o, o))
+        xa = acc("x", _strided(s, "a", d, "p"), _strided(s, "b", d, "q"))
+        p.add(Stmt(name, (("k", k), ("a", o), ("b", o), ("p", r), ("q", r)),
+                   acc("y", "k", "a", "b"), "+=", f"{xa.text()} * F[k][p][q]",
+                   (xa, acc("F", "k", "p", "q"))),
+              f"conv2d r{r} s{s} d{d}")
+        return "y"
+    if kind == "pool1d":
+        c = draw(st.integers(1, 3))
+        n, r, s, d, o = draw(_window(14))
+        op = draw(st.sampled_from(["max=", "+="]))
+        p.shapes.update(x=(c, n), y=(c, o))
+        xa = acc("x", "c", _strided(s, "w", d, "r"))
+        p.add(Stmt(name, (("c", c), ("w", o), ("r", r)), acc("y", "c", "w"), op, xa.text(),
+                   (xa,)), f"pool1d {op} r{r} s{s} d{d}")
+        return "y"
+    if kind == "pool2d":
+        n, r, s, d, o = draw(_window(8))
+        op = draw(st.sampled_from(["max=", "+="]))
+        p.shapes.update(x=(n, n), y=(o, o))
+        xa = acc("x", _strided(s, "a", d, "p"), _strided(s, "b", d, "q"))
+        p.add(Stmt(name, (("a", o), ("b", o), ("p", r), ("q", r)), acc("y", "a", "b"), op,
+                   xa.text(), (xa,)), f"pool2d {op} r{r} s{s} d{d}")
+        return "y"
+    if kind in ("elementwise", "relu"):
+        n = draw(st.integers(1, 16))
+        p.shapes.update(A=(n,), C=(n,))
+        if kind == "relu":
+            p.add(Stmt(name, (("i", n),), acc("C", "i"), "=", "max(A[i], 0)",
+                       (acc("A", "i"),)), "relu")
+        else:
+            op = draw(st.sampled_from(["+", "-", "*", "max"]))
+            p.shapes["B"] = (n,)
+            expr = "max(A[i], B[i])" if op == "max" else f"A[i] {op} B[i]"
+            p.add(Stmt(name, (("i", n),), acc("C", "i"), "=", expr,
+                       (acc("A", "i"), acc("B", "i"))), f"elementwise {op}")
+        return "C"
+    if kind == "elementwise2d":
+        m, n = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+        op = draw(st.sampled_from(["+", "*", "relu"]))
+        p.shapes.update(A=(m, n), C=(m, n))
+        if op == "relu":
+            p.add(Stmt(name, (("i", m), ("j", n)), acc("C", "i", "j"), "=",
+                       "max(A[i][j], 0)", (acc("A", "i", "j"),)), "relu2d")
+        else:
+            p.shapes["B"] = (m, n)
+            p.add(Stmt(name, (("i", m), ("j", n)), acc("C", "i", "j"), "=",
+                       f"A[i][j] {op} B[i][j]", (acc("A", "i", "j"), acc("B", "i", "j"))),
+                  f"elementwise2d {op}")
+        return "C"
+    # outer product
+    m, n = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    p.shapes.update(A=(m,), B=(n,), C=(m, n))
+    p.add(Stmt(name, (("i", m), ("j", n)), acc("C", "i", "j"), "=", "A[i] * B[j]",
+               (acc("A", "i"), acc("B", "j"))), "outer")
+    return "C"
+
+
+@st.composite
+def follow_up(draw: st.DrawFn, p: Program, last: str) -> str:
+    """A statement reading ``last`` (the previous statement's target); return its target."""
+    prev = p.stmts[-1]
+    shape = p.shapes[last]
+    iters = [v or f"v{d}" for d, v in enumerate(prev.target.plain)]
+    kinds = ["bias", "relu", "scale"]
+    if len(shape) == 1:
+        kinds.append("matvec")
+    if len(shape) >= 1 and shape[-1] >= 2:
+        kinds.append("pool")
+    if len(shape) == 2:
+        kinds.append("matvec2")
+    kind = draw(st.sampled_from(kinds))
+    name = p.stmt_name()
+    src = acc(last, *iters)
+    if kind in ("bias", "relu", "scale"):
+        out = p.fresh({"bias": "Z", "relu": "R", "scale": "S"}[kind])
+        p.shapes[out] = shape
+        dom = tuple(zip(iters, shape, strict=True))
+        if kind == "relu":
+            p.add(Stmt(name, dom, acc(out, *iters), "=", f"max({src.text()}, 0)", (src,)),
+                  "relu")
+        else:
+            other = p.fresh("Bias")
+            p.shapes[other] = shape
+            op = "+" if kind == "bias" else "*"
+            b = acc(other, *iters)
+            p.add(Stmt(name, dom, acc(out, *iters), "=", f"{src.text()} {op} {b.text()}",
+                       (src, b)), kind)
+        return out
+    if kind == "matvec":
+        # z[k] += V[k][i] * last[i]
+        v = iters[0]
+        k = "k" if v != "k" else "m"
+        out, mat = p.fresh("Z"), p.fresh("V")
+        m = draw(st.integers(1, 8))
+        p.shapes.update({out: (m,), mat: (m, shape[0])})
+        ma = acc(mat, k, v)
+        p.add(Stmt(name, ((k, m), (v, shape[0])), acc(out, k), "+=",
+                   f"{ma.text()} * {src.text()}", (ma, src)), "matvec")
+        p.dtype = "float32"
+        return out
+    if kind == "matvec2":
+        # z[i] += last[i][j] * v[j]
+        out, vec = p.fresh("Z"), p.fresh("U")
+        p.shapes.update({out: (shape[0],), vec: (shape[1],)})
+        va = acc(vec, iters[1])
+        p.add(Stmt(name, ((iters[0], shape[0]), (iters[1], shape[1])), acc(out, iters[0]),
+                   "+=", f"{src.text()} * {va.text()}", (src, va)), "matvec")
+        p.dtype = "float32"
+        return out
+    # pool along the last dimension: out[..][o] op last[..][s*o + d*t]
+    n = shape[-1]
+    r = draw(st.integers(1, min(3, n)))
+    d = draw(st.integers(1, 2)) if n > 2 * (r - 1) else 1
+    s = draw(st.integers(1, 2))
+    o = _out_size(n, r, s, d)
+    op = draw(st.sampled_from(["max=", "+="]))
+    out = p.fresh("P")
+    outer, ov, tv = iters[:-1], "o", "t"
+    p.shapes[out] = (*shape[:-1], o)
+    src = acc(last, *outer, _strided(s, ov, d, tv))
+    p.add(Stmt(name, (*zip(outer, shape[:-1], strict=True), (ov, o), (tv, r)),
+               acc(out, *outer, ov), op, src.text(), (src,)), f"pool {op} r{r} s{s} d{d}")
+    return out
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> Program:
+    p = Program(draw(st.sampled_from(["float16", "float32"])))
+    last = draw(first_statement(p))
+    for _ in range(draw(st.integers(0, 2))):
+        last = draw(follow_up(p, last))
+    return p
+
+
+# ------------------------------------------------------------------- mappings
+
+
+@dataclass(frozen=True)
+class Tiling:
+    axis: str  # "X" or "Y"
+    tile: int
+
+
+@dataclass
+class Layout:
+    cols: int  # compute columns and rows, before the free border lines
+    rows: int
+    pad: dict[str, int]  # free lines per side
+    place: dict[str, dict[str, tuple[str | None, int]]]  # stmt -> axis -> (iterator, t | c)
+
+    @property
+    def width(self) -> int:
+        return self.cols + self.pad["west"] + self.pad["east"]
+
+    @property
+    def height(self) -> int:
+        return self.rows + self.pad["north"] + self.pad["south"]
+
+    def offset(self, axis: str) -> int:
+        return self.pad["west"] if axis == "X" else self.pad["north"]
+
+    def coord(self, stmt: str, axis: str) -> str:
+        v, n = self.place[stmt][axis]
+        off = self.offset(axis)
+        if v is None:
+            return str(off + n)
+        tiled = v if n == 1 else f"{v}//{n}"
+        return f"{off} + {tiled}" if off else tiled
+
+
+def _tiles(n: int, t: int) -> int:
+    return -(-n // t)
+
+
+@st.composite
+def tile_size(draw: st.DrawFn, n: int, room: int) -> int:
+    """A tile size for extent ``n`` giving at most ``room`` tiles; often not a divisor."""
+    lo = _tiles(n, room)
+    return draw(st.integers(max(lo, 1), max(n, 1)))
+
+
+@st.composite
+def layouts(draw: st.DrawFn, p: Program) -> Layout:
+    names: dict[str, int] = {}
+    for s in p.stmts:
+        for v, n in s.iters:
+            names.setdefault(v, n)
+    tilings: dict[str, Tiling] = {}
+    for v, n in names.items():
+        axis = draw(st.sampled_from(["X", "Y", None, None]))
+        if axis is not None:
+            tilings[v] = Tiling(axis, draw(tile_size(n, 4)))
+    extra = {"X": draw(st.integers(0, 1)), "Y": draw(st.integers(0, 1))}
+    place: dict[str, dict[str, tuple[str | None, int]]] = {}
+    span = {"X": 1, "Y": 1}
+    pending: list[tuple[str, str]] = []
+    for s in p.stmts:
+        place[s.name] = {}
+        own = dict(s.iters)
+        independent = draw(st.integers(0, 9)) == 0
+        for axis in ("X", "Y"):
+            used = {u for u, _ in place[s.name].values() if u is not None}
+            if independent:
+                options = [u for u in own if u not in used]
+                pick = draw(st.sampled_from([None, *options]))
+                if pick is not None:
+                    t = draw(tile_size(own[pick], 4))
+                    place[s.name][axis] = (pick, t)
+                    span[axis] = max(span[axis], _tiles(own[pick], t))
+                    continue
+            else:
+                cands = [v for v in own if v in tilings and tilings[v].axis == axis
+                         and v not in used]
+                if cands:
+                    v = cands[0]
+                    place[s.name][axis] = (v, tilings[v].tile)
+                    span[axis] = max(span[axis], _tiles(own[v], tilings[v].tile))
+                    continue
+            place[s.name][axis] = (None, 0)
+            pending.append((s.name, axis))
+    cols, rows = span["X"] + extra["X"], span["Y"] + extra["Y"]
+    for stmt, axis in pending:  # constant coordinates: first, last or any line
+        size = cols if axis == "X" else rows
+        c = draw(st.sampled_from([0, size - 1, draw(st.integers(0, size - 1))]))
+        place[stmt][axis] = (None, c)
+    pad = {}
+    for side in SIDES:
+        pad[side] = draw(st.sampled_from([0, 0, 1]))
+    while cols + pad["west"] + pad["east"] > MAX_PES:
+        pad["west" if pad["west"] else "east"] -= 1
+    while rows + pad["north"] + pad["south"] > MAX_PES:
+        pad["north" if pad["north"] else "south"] -= 1
+    return Layout(cols, rows, pad, place)
+
+
+@dataclass(frozen=True)
+class Component:
+    expr: str  # in the element variables e0, e1, ...
+    size: int  # the component ranges over 0 .. size - 1
+
+
+def _flatten(parts: list[Component]) -> Component:
+    expr, size = "", 1
+    for c in reversed(parts):
+        term = c.expr if size == 1 else f"{size}*({c.expr})"
+        expr = term if not expr else f"{term} + {expr}"
+        size *= c.size
+    return Component(expr or "0", size)
+
+
+@st.composite
+def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
+           ) -> tuple[str, str]:
+    """A streamed tensor's spec and a short description."""
+    shape = p.shapes[tensor]
+    kind = draw(st.sampled_from(["sparse", "dense"]))
+    side = draw(st.sampled_from(SIDES))
+    axis = "X" if side in ("north", "south") else "Y"  # the axis along the side
+    length = lay.width if axis == "X" else lay.height
+    outside = {"north": -1, "west": -1, "south": lay.height, "east": lay.width}[side]
+    users = [(s, a) for s in p.stmts
+             for a in ((s.target,) if direction == "output" else s.reads) if a.tensor == tensor]
+    stmt, access = draw(st.sampled_from(users))
+    dims = [Component(f"e{d}", n) for d, n in enumerate(shape)]
+    style = draw(st.sampled_from(["aligned", "aligned", "single", "tiled"]))
+    where: str
+    v, t = lay.place[stmt.name][axis]
+    off = lay.offset(axis)
+    if style == "aligned" and v is not None and v in access.plain:
+        d = access.plain.index(v)
+        mod = draw(st.booleans())
+        where = f"e{d}" if t == 1 else f"e{d}//{t}"
+        where = f"{off} + {where}" if off else where
+        if mod and t > 1:
+            dims[d] = Component(f"e{d} mod {t}", t)
+    elif style == "aligned" and v is None:
+        where = str(off + t)
+    elif style == "tiled" and shape:
+        d = draw(st.integers(0, len(shape) - 1))
+        n = shape[d]
+        t = draw(tile_size(n, length))
+        base = draw(st.integers(0, length - _tiles(n, t)))
+        where = f"e{d}" if t == 1 else f"e{d}//{t}"
+        where = f"{base} + {where}" if base else where
+        if draw(st.booleans()) and t > 1:
+            dims[d] = Component(f"e{d} mod {t}", t)
+        style = f"tiled e{d}//{t}"
+    else:
+        style = "single"
+        where = str(draw(st.integers(0, length - 1)))
+    if draw(st.booleans()) and len(dims) > 1:
+        dims = [_flatten(dims)]
+        style += " flat"
+    pe = f"PE[{where}, {outside}]" if axis == "X" else f"PE[{outside}, {where}]"
+    elems = ", ".join(f"e{d}" for d in range(len(shape)))
+    bounds = " and ".join(f"0 <= e{d} <= {n - 1}" for d, n in enumerate(shape))
+    index = ", ".join(c.expr for c in dims) or "0"
+    spec = (f"{direction} {tensor} {kind} {{ {tensor}[{elems}] -> [{pe} -> index[{index}]]"
+            + (f" : {bounds}" if bounds else "") + " }")
+    return spec, f"{tensor}:{kind}/{side}/{style}"
+
+
+@st.composite
+def mappings(draw: st.DrawFn, p: Program) -> tuple[str, str]:
+    lay = draw(layouts(p))
+    lines = [f"rectangle {{ PE[{lay.width}, {lay.height}] }}", "placement {"]
+    for s in p.stmts:
+        iters = ", ".join(v for v, _ in s.iters)
+        lines.append(f"  {s.name}[{iters}] -> PE[{lay.coord(s.name, 'X')}, "
+                     f"{lay.coord(s.name, 'Y')}];")
+    lines[-1] = lines[-1].rstrip(";")
+    lines.append("}")
+    described = [f"{lay.width}x{lay.height}"]
+    for direction, tensors in (("input", p.inputs), ("output", p.outputs)):
+        for tensor in tensors:
+            if draw(st.integers(0, 2)) == 0:
+                lines.append(f"{direction} {tensor} resident")
+                described.append(f"{tensor}:resident")
+            else:
+                spec, what = draw(stream(p, lay, tensor, direction))
+                lines.append(spec)
+                described.append(what)
+    return "\n".join(lines) + "\n", " ".join(described)
+
+
+@st.composite
+def pairs(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A random valid program, a random well-formed mapping, and a one-line description."""
+    p = draw(programs())
+    mapping, described = draw(mappings(p))
+    return p.text(), mapping, f"{' + '.join(p.label)} ({p.dtype}); {described}"
