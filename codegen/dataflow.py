@@ -43,6 +43,9 @@ def check_data_flow(tg: TaskGraph, memory: Memory,
     """Raise :class:`DataFlowError` at the first difference between what the plan does
     and what the program means; return quietly when there is none."""
     check = _Check(tg, memory)
+    for flow in tg.inputs:
+        if flow.kind == "dense":
+            check.consecutive(flow)
     for task in tg.tasks:
         if task.kind == "compute" and task.statement is not None:
             check.instances(task)
@@ -130,6 +133,15 @@ class _Check:
             raise self.fail(f"task {task.name} runs an instance of {pstmt.name} on the arrival "
                             f"of another element of '{flow.tensor}' than the one it reads",
                             _pe_part(reads.subtract(arriving)))
+
+    def consecutive(self, flow: InputFlow) -> None:
+        """Receivers of a dense stream number its elements by counting from the least
+        index: the indices reaching a PE must be consecutive."""
+        gaps = poly.index_gaps(flow.arrivals())
+        if not gaps.is_empty():
+            raise self.fail(f"the dense stream '{flow.tensor}' reaches a PE with indices that "
+                            "are not consecutive, so counting its wavelets gives wrong "
+                            "indices", _split_pe(gaps))
 
     # ------------------------------------------------------------- operands
 
@@ -351,6 +363,14 @@ def _pe_part(rel: isl.Map) -> isl.Map:
     """``at[x, y, v] -> e`` as ``PE[x, y] -> e`` (index dropped), for a witness."""
     k = int(rel.dim(isl.dim_type.in_)) - 2
     return rel.reverse().apply_range(_at_to_pe(k)).reverse()
+
+
+def _split_pe(points: isl.Set) -> isl.Map:
+    """Flat points ``(x, y, v...)`` as ``PE[x, y] -> index[v...]``, for a witness."""
+    n = int(points.dim(isl.dim_type.set))
+    rel = isl.Map.from_domain(points).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, 2,
+                                                n - 2)
+    return rel.set_tuple_name(isl.dim_type.in_, PE).set_tuple_name(isl.dim_type.out, "index")
 
 
 def _several_valued(rel: isl.Map) -> isl.Set:

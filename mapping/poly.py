@@ -393,6 +393,21 @@ def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
     return best[1], best[0]
 
 
+def index_gaps(rel: isl.Map) -> isl.Set:
+    """For ``rel`` = ``D -> index[o..., v]``: the points ``[D -> index[o..., v]]`` not in
+    ``rel`` whose ``v`` lies between the least and greatest ``v`` of the same ``D`` and
+    outer values ``o`` (empty when every such run of ``v`` is consecutive, as counting
+    the wavelets of a dense stream needs)."""
+    points = rel.wrap().flatten()
+    n = int(points.dim(_dt.set))
+    last = isl.Map.from_domain(points).move_dims(_dt.out, 0, _dt.in_, n - 1, 1)
+    line = isl.Space.set_alloc(rel.get_ctx(), 0, 1)
+    at_least = isl.Map.lex_le(line)  # [v] -> [w] : v <= w
+    between = last.lexmin().apply_range(at_least).intersect(
+        last.lexmax().apply_range(at_least.reverse()))
+    return between.subtract(last).wrap().flatten()
+
+
 def range_box_hull(rel: isl.Map) -> FixedSizeBox | None:
     """Fixed-size box hull of the range of ``rel`` (isl's algorithm; DESIGN §8).
 

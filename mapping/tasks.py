@@ -465,6 +465,8 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     need = _need(model, mapping, tensor, write=False).apply_range(to_rel)
     sources_rel = stream.external_pes.apply_range(to_rel)
     groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
+    if stream.kind == "dense":
+        _require_consecutive(stream, tensor)
     if adapter_line is None:
         lines = sources_rel.apply_range(_to_line_position(side, 0)).range()
         reach = lines.apply(same_line(side)).intersect(compute.pes())
@@ -477,6 +479,15 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     entry = _entry_coordinate(side, compute)
     new_source = need.apply_range(_to_line_position(side, entry))
     per_source = new_source.reverse().apply_range(stream.order)
+    if stream.kind == "dense" and not poly.index_gaps(per_source).is_empty():
+        point = _witness(poly.index_gaps(per_source))
+        line = "column" if side in VERTICAL else "row"
+        raise unsupported(
+            tensor, f"dense input '{tensor}' needs adapters, and the indices of the elements "
+            f"that go down the {line} of {_fmt(PE, _absolute(compute, point[:2]))} skip "
+            f"{_fmt('index', point[2:])}; a dense wavelet carries no index, so its receivers "
+            "count them: give the elements each line needs consecutive indices, or make the "
+            "stream sparse")
     box = poly.range_box_hull(per_source)
     if box is None:
         raise unsupported(tensor,
@@ -519,6 +530,27 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     wire_offset = tuple(at_pe.get_pw_aff(k) for k in range(at_pe.dim(isl.dim_type.out)))
     return InputFlow(tensor, stream.kind, side, external_color, color, relation, stream.order,
                      reach, adapter, groups, wire_offset)
+
+
+def _absolute(region: Region, pe: tuple[int, ...]) -> tuple[int, ...]:
+    return (pe[0] + region.x0, pe[1] + region.y0)
+
+
+def _require_consecutive(stream: Stream, tensor: str) -> None:
+    """A dense wavelet carries no index: receivers number the elements of each external
+    PE (within a group of outer index values) by counting, so those indices must be
+    consecutive."""
+    sent = stream.external_pes.reverse().apply_range(stream.order)  # PE -> index
+    gaps = poly.index_gaps(sent)
+    if gaps.is_empty():
+        return
+    point = _witness(gaps)
+    pe, index = point[:2], point[2:]
+    raise unsupported(
+        tensor, f"dense input '{tensor}': the indices {_fmt(PE, pe)} sends skip "
+        f"{_fmt('index', index)}; a dense wavelet carries no index, so its receivers number "
+        "the elements of each external PE by counting: give them consecutive indices "
+        "(in the innermost index dimension), or make the stream sparse")
 
 
 def _entry_pe(side: Side, entry: int) -> isl.Set:
