@@ -26,6 +26,7 @@ from codegen.peir import (
     IExpr,
     If,
     INeg,
+    ISel,
     IVar,
     Load,
     Not,
@@ -59,7 +60,12 @@ def to_iexpr(expr: isl.AstExpr) -> IExpr:
     if kind == isl.ast_expr_type.id:
         return IVar(expr.id_get_id().get_name())
     op = expr.op_get_type()
-    args = [to_iexpr(a) for a in _args(expr)] if op not in _CMP and op not in _BOOL else []
+    if op in _CMP or op in _BOOL:  # a truth value used as a number
+        return ISel(to_cond(expr), IConst(1), IConst(0))
+    if op in (_op.cond, _op.select):
+        test, then, orelse = _args(expr)
+        return ISel(to_cond(test), to_iexpr(then), to_iexpr(orelse))
+    args = [to_iexpr(a) for a in _args(expr)]
     if op == _op.minus:
         return INeg(args[0])
     if op in _ARITH:
@@ -155,10 +161,25 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
     """
     instances, context = instances.align_params(context.get_space()), context.align_params(
         instances.get_space())
-    identity = isl.Map.identity(instances.get_space().map_from_set()).intersect_domain(instances)
-    schedule = isl.UnionMap.from_map(identity.reset_tuple_id(isl.dim_type.out))
-    node = build(context).node_from_schedule_map(schedule)
+    node = build(context).node_from_schedule(_nested_bands(instances))
     return _node(node, body)
+
+
+def _nested_bands(instances: isl.Set) -> isl.Schedule:
+    """The lexicographic schedule of ``instances`` as one band per dimension. (A single
+    multi-dimensional band makes isl 0.27's AST generator treat some loops over sets with
+    equalities as degenerate and drop points: ``{ S[a, b, q] : b + 2q = index - 5a, ...}``
+    visits one of the two points with ``index = 2``.)"""
+    n = int(instances.dim(isl.dim_type.set))
+    identity = isl.Map.identity(instances.get_space().map_from_set()).intersect_domain(
+        instances)
+    schedule = isl.Schedule.from_domain(isl.UnionSet.from_set(instances))
+    for d in reversed(range(n)):
+        one = identity.project_out(isl.dim_type.out, d + 1, n - d - 1).project_out(
+            isl.dim_type.out, 0, d).reset_tuple_id(isl.dim_type.out)
+        schedule = schedule.insert_partial_schedule(
+            isl.MultiUnionPwAff.from_union_map(isl.UnionMap.from_map(one)))
+    return schedule
 
 
 def _node(node: isl.AstNode, body: UserBody) -> tuple[Stmt, ...]:
@@ -234,6 +255,9 @@ def _substitute(e: IExpr, env: dict[str, IExpr]) -> IExpr:
             return IBin(op, _substitute(lhs, env), _substitute(rhs, env))
         case INeg(operand):
             return INeg(_substitute(operand, env))
+        case ISel(test, then, orelse):
+            return ISel(substitute_cond(test, env), _substitute(then, env),
+                        _substitute(orelse, env))
     return e
 
 

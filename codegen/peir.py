@@ -51,7 +51,17 @@ class INeg:
     operand: IExpr
 
 
-IExpr = IConst | IVar | IBin | INeg
+@dataclass(frozen=True)
+class ISel:
+    """``select(cond, then, orelse)``: isl's AST generator writes a value that differs
+    between the pieces of a set this way."""
+
+    cond: Cond
+    then: IExpr
+    orelse: IExpr
+
+
+IExpr = IConst | IVar | IBin | INeg | ISel
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from codegen.peir import (
     IExpr,
     If,
     INeg,
+    ISel,
     IVar,
     Load,
     Not,
@@ -53,6 +54,8 @@ def iexpr(e: IExpr, parent: int = 0, right: bool = False) -> str:
         case INeg(operand):
             text = "-" + iexpr(operand, 3)
             return f"({text})" if parent >= 1 else text
+        case ISel(test, then, orelse):
+            return f"select({cond(test)}, {iexpr(then)}, {iexpr(orelse)})"
         case IBin("min" | "max" as op, lhs, rhs):
             return f"{op}({iexpr(lhs)}, {iexpr(rhs)})"
         case IBin(op, lhs, rhs):

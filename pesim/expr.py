@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Mapping
 
-from codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, IVar, Not
+from codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, ISel, IVar, Not
 
 Env = dict[str, int]
 IntFn = Callable[[Env], int]
@@ -32,6 +32,10 @@ def iexpr_names(e: IExpr) -> Iterator[str]:
             yield from iexpr_names(rhs)
         case INeg(operand):
             yield from iexpr_names(operand)
+        case ISel(test, then, orelse):
+            yield from cond_names(test)
+            yield from iexpr_names(then)
+            yield from iexpr_names(orelse)
 
 
 def cond_names(c: Cond) -> Iterator[str]:
@@ -56,6 +60,9 @@ def iexpr_divisions(e: IExpr) -> Iterator[IBin]:
             yield from iexpr_divisions(rhs)
         case INeg(operand):
             yield from iexpr_divisions(operand)
+        case ISel(test, then, orelse):
+            for part in (*cond_iexprs(test), then, orelse):
+                yield from iexpr_divisions(part)
 
 
 def cond_iexprs(c: Cond) -> Iterator[IExpr]:
@@ -77,6 +84,8 @@ def iexpr_ops(e: IExpr) -> int:
             return 1 + iexpr_ops(lhs) + iexpr_ops(rhs)
         case INeg(operand):
             return 1 + iexpr_ops(operand)
+        case ISel(test, then, orelse):
+            return 1 + cond_ops(test) + max(iexpr_ops(then), iexpr_ops(orelse))
     return 0
 
 
@@ -101,6 +110,9 @@ def compile_iexpr(e: IExpr) -> IntFn:
         case INeg(operand):
             inner = compile_iexpr(operand)
             return lambda env: -inner(env)
+        case ISel(test, then, orelse):
+            p, a, b = compile_cond(test), compile_iexpr(then), compile_iexpr(orelse)
+            return lambda env: a(env) if p(env) else b(env)
         case IBin(op, lhs, rhs):
             a, b = compile_iexpr(lhs), compile_iexpr(rhs)
             if isinstance(rhs, IConst):  # the common case: a constant right-hand side

@@ -37,6 +37,7 @@ from codegen.peir import (
     If,
     INeg,
     IntVar,
+    ISel,
     IVar,
     Load,
     Not,
@@ -134,7 +135,7 @@ def parse_module_text(text: str, file: str = "<string>") -> tuple[PeModule, Loca
 # Rules whose nesting the verifier and the simulator follow recursively: expressions,
 # conditions and the bodies of loops and conditionals.
 _NESTING = frozenset([
-    "iadd", "isub", "imul", "ifloordiv", "imod", "imin", "imax", "ineg",
+    "iadd", "isub", "imul", "ifloordiv", "imod", "imin", "imax", "ineg", "isel",
     "c_or", "c_and", "c_not", "c_cmp",
     "fadd_e", "fsub_e", "fmul_e", "fmax_e", "fneg", "fload", "lvalue",
     "for_stmt", "if_stmt",
@@ -541,6 +542,9 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     imul = _ibin("*")
     ifloordiv = _ibin("//")
     imod = _ibin("%")
+    def isel(self, meta: Any, children: list[Any]) -> IExpr:
+        return ISel(children[0], children[1], children[2])
+
     imin = _ibin("min")
     imax = _ibin("max")
 

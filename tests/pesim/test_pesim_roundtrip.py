@@ -28,6 +28,7 @@ from codegen.peir import (
     If,
     INeg,
     IntVar,
+    ISel,
     IVar,
     Load,
     Not,
@@ -52,7 +53,7 @@ from pesim.parser import parse_module
 KEYWORDS = {
     "module", "mesh", "reference", "input", "output", "sparse", "dense", "color", "program",
     "origin", "pes", "array", "float16", "float32", "offset", "load", "store", "int", "route",
-    "if", "else", "simd", "scalar", "in", "out", "max", "min", "task", "local", "data",
+    "if", "else", "simd", "scalar", "in", "out", "max", "min", "select", "task", "local", "data",
     "control", "for", "send", "send_end", "activate", "run", "variant", "true", "false",
     "inf", "value", "recv",
 }
@@ -65,7 +66,8 @@ def every_construct() -> PeModule:
                                 Cmp("==", IBin("%", px, IConst(2)), IConst(0))),
                    Not(Cmp(">=", IBin("//", px, IConst(2)), IConst(1))))
     body: tuple[Stmt, ...] = (
-        For("i", IConst(0), IBin("min", IConst(7), IBin("max", n, IConst(-2))), (
+        For("i", IConst(0), IBin("min", IConst(7), IBin("max", n, ISel(
+                Cmp(">", px, IConst(1)), IConst(-2), IBin("-", n, IConst(1))))), (
             Store(Load("acc", (i,)), "=", FConst(0.0)),
             Store(Load("w", (IBin("-", i, INeg(n)), IConst(1))), "+=",
                   FBin("*", FNeg(Load("acc", (i,))), FConst(-1.5))),
@@ -160,7 +162,8 @@ IEXPRS: st.SearchStrategy[IExpr] = st.recursive(
               st.sampled_from([IVar("PE_X"), IVar("PE_Y"), IVar("index")])),
     lambda inner: st.one_of(
         st.builds(IBin, st.sampled_from(["+", "-", "*", "//", "%", "min", "max"]), inner, inner),
-        st.builds(INeg, inner)),
+        st.builds(INeg, inner),
+        st.builds(ISel, st.deferred(lambda: CONDS), inner, inner)),
     max_leaves=4)
 
 CONDS: st.SearchStrategy[Cond] = st.recursive(
