@@ -36,6 +36,7 @@ from codegen.peir import (
     Stmt,
     Store,
 )
+from codegen.scancheck import check_scan, visit_marker
 from lair.diagnostics import CodegenError
 
 _op = isl.ast_expr_op_type
@@ -162,6 +163,7 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
     instances, context = instances.align_params(context.get_space()), context.align_params(
         instances.get_space())
     node = build(context).node_from_schedule(_nested_bands(instances))
+    check_scan(_node(node, visit_marker), instances, context)
     return _node(node, body)
 
 

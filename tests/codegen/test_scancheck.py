@@ -1,0 +1,83 @@
+"""Generated loop nests are read back with isl and must visit exactly their set, once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+import pytest
+
+from codegen import islast
+from codegen.islast import scan
+from codegen.peir import Activate, For, IBin, IConst, IExpr, If, IVar, Stmt
+from codegen.scancheck import ScanError, check_scan, visit_marker
+from mapping.poly import points
+from pesim.expr import evaluate, holds
+
+# The set on which isl's AST generator, given one multi-dimensional band, drops a point:
+# for index = 2 both S[0, 2, 0] and S[0, 0, 1] belong to it.
+EQUALITIES = isl.Set("[index] -> { S[a, b, q] : 0 <= a <= 1 and 0 <= b <= 2 and "
+                     "0 <= q <= 1 and b + 2q = index - 5a }")
+CONTEXT = isl.Set("[index] -> { : 0 <= index <= 24 }")
+
+
+def visited(instances: isl.Set, context: isl.Set, index: int) -> list[tuple[int, ...]]:
+    """Run the scanned loops for one value of ``index`` (a tiny interpreter)."""
+    seen: list[tuple[int, ...]] = []
+
+    def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+        seen_coords.append(tuple(coords))
+        return [Activate(f"v{len(seen_coords) - 1}")]
+
+    seen_coords: list[tuple[IExpr, ...]] = []
+    stmts = scan(instances, context, body)
+
+    def run(body: Sequence[Stmt], env: dict[str, int]) -> None:
+        for stmt in body:
+            match stmt:
+                case For(var, lo, hi, inner):
+                    for value in range(evaluate(lo, env), evaluate(hi, env) + 1):
+                        run(inner, {**env, var: value})
+                case Activate(name):
+                    coords = seen_coords[int(name[1:])]
+                    seen.append(tuple(evaluate(c, env) for c in coords))
+                case If(test, then, orelse):
+                    run(then if holds(test, env) else orelse, env)
+
+    run(stmts, {"index": index})
+    return sorted(seen)
+
+
+@pytest.mark.parametrize("index", range(0, 12))
+def test_scan_visits_every_point_of_a_set_with_equalities(index: int) -> None:
+    fixed = EQUALITIES.fix_val(isl.dim_type.param, 0, isl.Val.int_from_si(
+        EQUALITIES.get_ctx(), index))
+    assert visited(EQUALITIES, CONTEXT, index) == sorted(points(fixed))
+
+
+def test_a_single_band_schedule_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    def one_band(instances: isl.Set) -> isl.Schedule:
+        identity = isl.Map.identity(instances.get_space().map_from_set()).intersect_domain(
+            instances).reset_tuple_id(isl.dim_type.out)
+        return isl.Schedule.from_domain(isl.UnionSet.from_set(instances)).insert_partial_schedule(
+            isl.MultiUnionPwAff.from_union_map(isl.UnionMap.from_map(identity)))
+
+    monkeypatch.setattr(islast, "_nested_bands", one_band)
+    with pytest.raises(ScanError, match="visits"):
+        scan(EQUALITIES, CONTEXT, lambda name, coords: [])
+
+
+def loop(hi: int, coord: IExpr) -> list[Stmt]:
+    return [For("i", IConst(0), IConst(hi), tuple(visit_marker("S", [coord])))]
+
+
+def test_a_loop_that_stops_early_is_caught() -> None:
+    with pytest.raises(ScanError, match="visits"):
+        check_scan(loop(2, IVar("i")), isl.Set("{ S[i] : 0 <= i <= 3 }"), isl.Set("{ : }"))
+    check_scan(loop(3, IVar("i")), isl.Set("{ S[i] : 0 <= i <= 3 }"), isl.Set("{ : }"))
+
+
+def test_an_instance_visited_twice_is_caught() -> None:
+    with pytest.raises(ScanError, match="several iterations"):
+        check_scan(loop(3, IBin("//", IVar("i"), IConst(2))),
+                   isl.Set("{ S[i] : 0 <= i <= 1 }"), isl.Set("{ : }"))
