@@ -14,6 +14,7 @@ import islpy as isl
 
 from codegen.islast import (
     aff_expr,
+    aff_in_vars,
     condition_of,
     normalize,
     pw_aff_expr,
@@ -143,16 +144,6 @@ def _position(side: str, region: Region) -> IExpr:
     if side == "W":
         return IBin("-", IConst(region.width - 1), IVar("PE_X"))
     return IBin("-", IConst(region.height - 1), IVar("PE_Y"))
-
-
-def aff_in_vars(aff: isl.Aff, names: Sequence[str], context: isl.Set) -> IExpr:
-    """An affine function of set dimensions as an expression of variables ``names``."""
-    n = aff.dim(isl.dim_type.in_)
-    if n:
-        ma = isl.MultiAff.from_aff(aff)
-        aff = ma.bind_domain(poly.multi_id(ma.get_domain_space(), list(names)[:n])).get_at(0)
-    pa = isl.PwAff.from_aff(aff)
-    return pw_aff_expr(pa, context.align_params(pa.get_space()))
 
 
 def _value_expr(value: Value, trigger: str | None, load: dict[str, Load]) -> FExpr:

@@ -36,8 +36,9 @@ from codegen.peir import (
     Stmt,
     Store,
 )
-from codegen.scancheck import check_scan, visit_marker
+from codegen.scancheck import ScanError, check_scan, visit_marker
 from lair.diagnostics import CodegenError
+from mapping import poly
 
 _op = isl.ast_expr_op_type
 
@@ -159,12 +160,64 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
 
     ``body(statement, coordinates)`` gives the statements run for one instance, with its
     coordinates as PE-code expressions of the loop variables and the parameters.
+
+    isl's AST generator sometimes drops points of sets with equalities (which ones
+    depends on the shape of the schedule), so every loop nest is read back and checked
+    (:mod:`codegen.scancheck`); when one is wrong, the next way of generating it is
+    tried, and when none is right the compiler stops with an internal error.
     """
     instances, context = instances.align_params(context.get_space()), context.align_params(
         instances.get_space())
-    node = build(context).node_from_schedule(_nested_bands(instances))
-    check_scan(_node(node, visit_marker), instances, context)
-    return _node(node, body)
+    failure: ScanError | None = None
+    for generate in (_scan_nested, _scan_compressed, _scan_one_band):
+        try:
+            check_scan(generate(instances, context, visit_marker), instances, context)
+        except ScanError as err:
+            failure = failure or err
+            continue
+        return generate(instances, context, body)
+    assert failure is not None
+    raise failure
+
+
+def _scan_nested(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ...]:
+    return _node(build(context).node_from_schedule(_nested_bands(instances)), body)
+
+
+def _scan_one_band(instances: isl.Set, context: isl.Set, body: UserBody
+                   ) -> tuple[Stmt, ...]:
+    identity = isl.Map.identity(instances.get_space().map_from_set()).intersect_domain(instances)
+    schedule = isl.UnionMap.from_map(identity.reset_tuple_id(isl.dim_type.out))
+    return _node(build(context).node_from_schedule_map(schedule), body)
+
+
+def _scan_compressed(instances: isl.Set, context: isl.Set, body: UserBody
+                     ) -> tuple[Stmt, ...]:
+    """Scan the variable compression of ``instances`` (no equalities left for isl to
+    get wrong) and give ``body`` the original coordinates."""
+    comp = poly.compress(instances)
+    names = [f"z{d}" for d in range(comp.dim)]
+    inner = comp.compressed
+    for d, name in enumerate(names):
+        inner = inner.set_dim_name(isl.dim_type.set, d, name)
+    originals = [aff_in_vars(comp.map.get_at(d), names, context)
+                 for d in range(comp.map.dim(isl.dim_type.out))]
+
+    def original(name: str, coords: Sequence[IExpr]) -> Sequence[Stmt]:
+        env = dict(zip(names, coords, strict=True))
+        return body(name, [substitute(e, env) for e in originals])
+
+    return _node(build(context).node_from_schedule(_nested_bands(inner)), original)
+
+
+def aff_in_vars(aff: isl.Aff, names: Sequence[str], context: isl.Set) -> IExpr:
+    """An affine function of set dimensions as an expression of variables ``names``."""
+    n = aff.dim(isl.dim_type.in_)
+    if n:
+        ma = isl.MultiAff.from_aff(aff)
+        aff = ma.bind_domain(poly.multi_id(ma.get_domain_space(), list(names)[:n])).get_at(0)
+    pa = isl.PwAff.from_aff(aff)
+    return pw_aff_expr(pa, context.align_params(pa.get_space()))
 
 
 def _nested_bands(instances: isl.Set) -> isl.Schedule:
