@@ -809,6 +809,10 @@ class _ComputeBuilder:
         n = len(sizes)
         strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
                         for k in range(n))
+        # SIMD reads the array at base + sum(stride * k): only where the flat position is
+        # affine in k (a grown array can make it floor(k / 6) * 66 + k mod 6).
+        linear = not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                         for d in range(flat.dim(isl.dim_type.div)))
         origin = rect.minimum
         base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
             origin.align_params(flat.get_space())), context)
@@ -852,7 +856,7 @@ class _ComputeBuilder:
                 cases.append((when, (*self._scalar_send(
                     indices, context, pieces[0], local, send_color, recv_color, reduction,
                     with_index=True), SendEnd(send_color))))
-            elif self.simd_output and n <= 4:
+            elif self.simd_output and n <= 4 and linear:
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)

@@ -169,7 +169,7 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
     instances, context = instances.align_params(context.get_space()), context.align_params(
         instances.get_space())
     failure: ScanError | None = None
-    for generate in (_scan_nested, _scan_compressed, _scan_one_band):
+    for generate in (_scan_nested, _scan_compressed, _scan_one_band, _scan_bounded):
         try:
             check_scan(generate(instances, context, visit_marker), instances, context)
         except ScanError as err:
@@ -208,6 +208,50 @@ def _scan_compressed(instances: isl.Set, context: isl.Set, body: UserBody
         return body(name, [substitute(e, env) for e in originals])
 
     return _node(build(context).node_from_schedule(_nested_bands(inner)), original)
+
+
+def _scan_bounded(instances: isl.Set, context: isl.Set, body: UserBody
+                  ) -> tuple[Stmt, ...]:
+    """Loops of our own, for sets isl's AST generator gets wrong: dimension by dimension,
+    from the least to the greatest value the projection allows given the outer loop
+    variables, each level guarded by membership in that projection. Slower code, but
+    built from isl's extremes and membership conditions only."""
+    n = int(instances.dim(isl.dim_type.set))
+    names = [f"c{d}" for d in range(n)]
+
+    def level(d: int) -> tuple[Stmt, ...]:
+        if d == n:
+            return tuple(body(_tuple_name(instances), [IVar(v) for v in names]))
+        prefix = instances.project_out(isl.dim_type.set, d + 1, n - d - 1)
+        outer = _dims_to_params(prefix, names[:d])  # one dimension left: this loop's
+        where = context.align_params(outer.get_space())
+        loop = For(names[d], pw_aff_expr(outer.dim_min(0), where),
+                   pw_aff_expr(outer.dim_max(0), where), level(d + 1))
+        inside = _dims_to_params(prefix, names[:d + 1]).params()
+        guard = condition_of(inside, context.align_params(inside.get_space()))
+        return (loop,) if guard is None else (For(loop.var, loop.lo, loop.hi, (
+            If(guard, loop.body),)),)
+
+    outer_all = instances.params()
+    guard = condition_of(outer_all, context)
+    nest = level(0)
+    return nest if guard is None else (If(guard, nest),)
+
+
+def _tuple_name(s: isl.Set) -> str:
+    return s.get_tuple_name() if s.has_tuple_name() else ""
+
+
+def _dims_to_params(s: isl.Set, names: Sequence[str]) -> isl.Set:
+    """Move the first ``len(names)`` set dimensions to parameters called ``names``."""
+    k = len(names)
+    if not k:
+        return s
+    nparam = s.dim(isl.dim_type.param)
+    moved = s.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, k)
+    for d, name in enumerate(names):
+        moved = moved.set_dim_name(isl.dim_type.param, nparam + d, name)
+    return moved
 
 
 def aff_in_vars(aff: isl.Aff, names: Sequence[str], context: isl.Set) -> IExpr:
