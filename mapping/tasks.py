@@ -338,6 +338,13 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
                 f"{_fmt(PE, _witness(busy))} runs statement instances; leave that border "
                 "line free of instances")
         adapter_regions[side] = peeled
+    # A line peeled before another side's spans that side's line too; its PEs along the
+    # line are numbered like the compute region's, so it keeps only the part beside it.
+    peeled_lines = adapter_regions
+    adapter_regions = {side: _beside(region, compute, side)
+                       for side, region in adapter_regions.items()}
+    for stream in mapping.streams:
+        _require_entry(stream, sides[stream.tensor], compute, adapter_regions, peeled_lines)
 
     to_rel = compute.to_relative()
     placement = tuple((name, rel.apply_range(to_rel)) for name, rel in mapping.placement)
@@ -392,6 +399,38 @@ def _require_defined_outputs(model: PolyModel) -> None:
 
 
 _SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
+
+
+def _require_entry(stream: Stream, side: Side, compute: Region,
+                   adapters: dict[Side, Region], peeled: dict[Side, Region]) -> None:
+    """A stream enters (or leaves) the rectangle through the compute region or the adapter
+    line of its own side; a PE of another side's adapter line has no route for it."""
+    inward = stream.external_pes.range().apply(_translate(*_inward(side)))
+    own = _absolute_pes(compute)
+    if side in adapters:
+        own = own.union(_absolute_pes(adapters[side]))
+    stray = inward.subtract(own)
+    if stray.is_empty():
+        return
+    pe = _witness(stray)
+    at = isl.Set.from_point(_point(stray.get_space(), pe))
+    other = [s for s, r in peeled.items() if s != side and not _absolute_pes(
+        r).intersect(at).is_empty()]
+    owner = (f"the adapter line peeled off the {_SIDE_NAMES[other[0]]} side" if other else
+             "a corner between adapter lines")
+    raise unsupported(
+        stream.tensor, f"{stream.direction} '{stream.tensor}' crosses the {_SIDE_NAMES[side]} "
+        f"border at {_fmt(PE, pe)}, which belongs to {owner}; streams can cross only their "
+        f"own side's adapter line: move its external PEs along the {_SIDE_NAMES[side]} "
+        "side, away from that corner")
+
+
+def _beside(line: Region, compute: Region, side: Side) -> Region:
+    """The part of an adapter line beside the compute region."""
+    if side in VERTICAL:
+        return Region(line.name, compute.x0, line.y0, compute.width, 1)
+    return Region(line.name, line.x0, compute.y0, 1, compute.height)
+
 
 
 def _placed_pes(mapping: Mapping) -> isl.Set:
