@@ -108,6 +108,13 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             per_pe = rel if per_pe is None else per_pe.union(rel)
         if per_pe is None:
             continue
+        flow = tg.output_flow(tensor.name)
+        if flow is not None and flow.chain:
+            # Every PE of a chain sends the elements of its line from this array, those it
+            # computes no part of too (holding the neutral value).
+            sent = flow.sent_by().intersect_domain(flow.senders)
+            per_pe, sent = poly.align_params(per_pe, sent)
+            per_pe = per_pe.union(sent)
         local = poly.local_array(per_pe.coalesce(), f"{tensor.name}_local")
         if local is None:
             raise UnsupportedMappingError(
