@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from math import prod
 
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
-from codegen.peir import MAX_SIMD_CONFIGS, PeModule
+from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
 from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
 from lair.frontend import Program
@@ -33,10 +34,27 @@ class Compilation:
     seconds: float = 0.0
 
 
-def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True
+def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True,
+                   memory_bytes: int = LOCAL_MEMORY_BYTES
                    ) -> tuple[dict[str, SimdDecision], Memory]:
     """The SIMD decision of every compute task (paper §5), and the local memory grown for
-    the extra instances of box-hull approximations (§5.3)."""
+    the extra instances of box-hull approximations (§5.3). When the grown arrays would
+    not fit the PE, the box hull is given up for the task that grew them most (it runs
+    scalar or with another SIMD case), and every decision is made again."""
+    banned: set[str] = set()
+    while True:
+        decisions, grown, growth = _decide_all(tg, memory, simd=simd, banned=banned)
+        if sum(a.bytes for a in grown.arrays) <= memory_bytes or not growth:
+            return decisions, grown
+        worst = max(growth, key=lambda name: (growth[name], name))
+        banned.add(worst)
+
+
+def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
+                ) -> tuple[dict[str, SimdDecision], Memory, dict[str, int]]:
+    """Decide every task, growing the arrays until the extra instances fit; also how
+    many elements each task's extra instances added."""
+    growth: dict[str, int] = {}
     for _ in range(4):
         decisions = {}
         for task in tg.tasks:
@@ -48,10 +66,14 @@ def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True
             flow = tg.input_flow(task.trigger) if task.trigger else None
             context = flow.arrival_context() if flow else tg.compute.context()
             decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
-                                          task.trigger, memory, context)
+                                          task.trigger, memory, context,
+                                          box_hull=task.name not in banned)
+        for name, d in decisions.items():
+            for ext in d.extensions:
+                growth[name] = growth.get(name, 0) + prod(ext.size)
         grown = _grow(memory, [e for d in decisions.values() for e in d.extensions])
         if grown is memory:
-            return decisions, memory
+            return decisions, memory, growth
         memory = grown
     raise CompilerBug("growing local arrays for extra instances did not settle")
 

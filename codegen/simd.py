@@ -242,25 +242,26 @@ def _leaves(value: Value) -> list[Value]:
 
 
 def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory: Memory,
-           context: isl.Set) -> SimdDecision:
+           context: isl.Set, *, box_hull: bool = True) -> SimdDecision:
     """Decide whether the task running ``instances`` of ``pstmt`` is one SIMD instruction.
 
     Following the paper: compress (§5.2); try the fixed-size box hull first, accepting
     extra instances that write only outside the proper elements and read in bounds
     (§5.3); otherwise the exact box (§5.1), with one configuration per size when the
     size varies (§5.4). Beyond four dimensions the outer ones become scalar loops.
+    ``box_hull=False`` forbids extra instances (their arrays would not fit the PE).
     """
     steps = op_steps(pstmt.stmt, trigger)
     if isinstance(steps, str):
         return no_simd(steps)
     try:
-        return _decide(pstmt, instances, steps, memory, context)
+        return _decide(pstmt, instances, steps, memory, context, box_hull)
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
 
 
 def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
-            memory: Memory, context: isl.Set) -> SimdDecision:
+            memory: Memory, context: isl.Set, box_hull: bool = True) -> SimdDecision:
     shape = steps[0]
     # For the checks on extra instances: every operand of every step.
     every = OpShape(shape.op, shape.dst, tuple(dict.fromkeys(
@@ -333,6 +334,9 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             if isinstance(result, SimdDecision):
                 return result
             failures.append(result)
+        elif not box_hull:
+            failures.append("the local arrays grown for the box hull's extra instances "
+                            "would not fit the PE's memory")
         else:
             extensions = _extras_allowed(pstmt, every, comp, outer_names, inner, approx.extra,
                                          memory, index_like)

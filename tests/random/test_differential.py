@@ -24,18 +24,7 @@ EXAMPLES = int(os.environ.get("DTG_RANDOM_EXAMPLES", "1000"))
 SEED = int(os.environ.get("DTG_RANDOM_SEED", "20250109"))
 SHRINK = os.environ.get("DTG_RANDOM_SHRINK", "") not in ("", "0")
 
-# The compiler still has the bugs this test found; remove the mark once they are fixed.
-KNOWN_BUGS = pytest.mark.xfail(strict=False, reason=(
-    "known compiler bugs: adapter PEs send end marks on a color with no route; deadlock in "
-    "the SIMD combine of resident partial results when PEs run no instances; sparse inputs "
-    "in '=' and 'max=' statements (implicit zeros never take part); statements reading "
-    "partial sums of a reduction on other PEs; local-array accesses out of bounds with "
-    "flattened multi-dimensional stream indices; 'isl produced the expression index == 0' "
-    "(CodegenError); wavelets leaving the mesh where no output stream collects them"))
-
-
 @pytest.mark.random
-@KNOWN_BUGS
 def test_random_pairs_are_verified_or_rejected_with_a_located_error() -> None:
     counts: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
