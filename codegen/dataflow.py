@@ -25,7 +25,8 @@ from collections.abc import Mapping
 
 import islpy as isl
 
-from codegen.simd import SimdDecision, outer_to_params
+from codegen.scancheck import quasi_affine
+from codegen.simd import Operand, SimdDecision, outer_to_params, row_major, split_outer
 from lair.diagnostics import CompilerBug
 from lair.graph import vanishes_with
 from lair.lower import CTX, PolyStatement, point_coordinates
@@ -53,6 +54,8 @@ def check_data_flow(tg: TaskGraph, memory: Memory,
     for tensor in tg.model.graph.outputs:
         check.output(tensor.name)
     for name, decision in (decisions or {}).items():
+        if decision.used:
+            check.simd_operands(name, decision)
         if decision.used and decision.extra_instances is not None:
             check.extras(name, decision)
 
@@ -283,6 +286,59 @@ class _Check:
             raise self.fail(f"output '{tensor}': a PE of its chain reads elements outside "
                             f"its local array {local.name}", sent.subtract(box))
 
+    # ------------------------------------------------------------------ SIMD
+
+    def simd_operands(self, task_name: str, d: SimdDecision) -> None:
+        """Each array operand of a SIMD instruction addresses, for every proper instance
+        of its box, the local element the instance accesses: ``base + sum(stride *
+        (c - origin))`` in the compressed coordinates ``c`` equals the row-major position
+        of the access (the strides and base printed into the PE code)."""
+        task = next(t for t in self.tg.tasks if t.name == task_name)
+        assert task.statement is not None and d.compression is not None
+        assert d.compressed is not None and d.offset is not None
+        pstmt = self.tg.model.statement(task.statement)
+        inner = split_outer(d.compressed, d.outer_names)[0]
+        steps = [(d.dst, d.srcs), *((dst, srcs) for _, dst, srcs, _ in d.more)]
+        for dst, srcs in steps:
+            for operand in (dst, *srcs):
+                if operand is None or operand.kind != "array" or operand.tensor is None:
+                    continue
+                self.simd_operand(task_name, pstmt, d, inner, operand)
+
+    def simd_operand(self, task_name: str, pstmt: PolyStatement, d: SimdDecision,
+                     inner: isl.Set, operand: Operand) -> None:
+        assert d.compression is not None and operand.tensor is not None
+        assert operand.base is not None and d.offset is not None
+        local = self.memory.of(operand.tensor)
+        if local is None:
+            raise self.fail(f"{task_name}: SIMD operand '{operand.tensor}' has no local array")
+        access = outer_to_params(d.compression.apply_range(
+            pstmt.access_function(operand.tensor)), d.outer_names)
+        access, to_local = poly.align_params(access, local.to_local_bound)
+        positions = access.apply_range(isl.Map.from_multi_aff(to_local))  # c -> local
+        strides = row_major(local.size)
+        flat = isl.Map.from_aff(_flat(positions.get_space().range(), strides))
+        actual = positions.apply_range(flat)  # c -> [flat position]
+        space = actual.get_space().domain()
+        origin = isl.MultiPwAff.from_multi_aff(d.offset) if isinstance(
+            d.offset, isl.MultiAff) else d.offset
+        base = quasi_affine(operand.base, [], space.params())
+        expected = _on_domain(base, space)
+        ls = isl.LocalSpace.from_space(space)
+        for k, stride in enumerate(operand.strides):
+            if stride:
+                coord = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, k))
+                shift = coord.sub(_on_domain(origin.get_at(k), space))
+                expected = expected.add(shift.scale_val(isl.Val.int_from_si(CTX, stride)))
+        wanted = isl.Map.from_pw_aff(expected)
+        wanted, actual = poly.align_params(wanted, actual)
+        inner, actual = poly.align_params(inner, actual)
+        wanted = wanted.intersect_domain(inner.align_params(wanted.get_space()))
+        actual = actual.intersect_domain(inner)
+        if not actual.is_equal(wanted):
+            raise self.fail(f"{task_name}: a SIMD operand addresses other elements of "
+                            f"{local.name} than its instances access")
+
     # ---------------------------------------------------------------- extras
 
     def extras(self, task_name: str, d: SimdDecision) -> None:
@@ -382,6 +438,26 @@ def _pe_set(params: isl.Set) -> isl.Set:
     """A set over ``PE_X``, ``PE_Y`` as ``{ PE[x, y] }``."""
     pe = isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
     return params.unbind_params(poly.multi_id(pe, poly.PE_NAMES))
+
+
+def _on_domain(value: isl.PwAff, space: isl.Space) -> isl.PwAff:
+    """A function of the parameters as a function on the set space ``space``."""
+    value = value.align_params(space)
+    n = int(space.dim(isl.dim_type.set))
+    spread = value.insert_dims(isl.dim_type.in_, 0, n)
+    if space.has_tuple_id(isl.dim_type.set):
+        spread = spread.set_tuple_id(isl.dim_type.in_, space.get_tuple_id(isl.dim_type.set))
+    return spread
+
+
+def _flat(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:
+    """``sum(stride_d * x_d)`` on the set space ``space``: a row-major position."""
+    ls = isl.LocalSpace.from_space(space)
+    flat = isl.Aff.zero_on_domain(ls)
+    for d, stride in enumerate(strides):
+        flat = flat.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d).scale_val(
+            isl.Val.int_from_si(CTX, stride)))
+    return flat
 
 
 def _pe_bound(rel: isl.Map) -> isl.Set:

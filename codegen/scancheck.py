@@ -86,10 +86,10 @@ def _walk(stmts: Sequence[Stmt], names: list[str], where: isl.Set, seen: list[is
                 inner = where.add_dims(isl.dim_type.set, 1).set_dim_name(
                     isl.dim_type.set, len(names), var)
                 at = [*names, var]
-                current = _pw(IVar(var), at, inner.get_space())
-                bounds = current.ge_set(_pw(lo, names, where.get_space()).insert_dims(
+                current = quasi_affine(IVar(var), at, inner.get_space())
+                bounds = current.ge_set(quasi_affine(lo, names, where.get_space()).insert_dims(
                     isl.dim_type.in_, len(names), 1)).intersect(current.le_set(
-                        _pw(hi, names, where.get_space()).insert_dims(
+                        quasi_affine(hi, names, where.get_space()).insert_dims(
                             isl.dim_type.in_, len(names), 1)))
                 _walk(body, at, inner.intersect(bounds), seen, instances)
             case If(test, then, orelse):
@@ -115,7 +115,7 @@ def _image(coords: Sequence[IExpr], names: list[str], where: isl.Set,
     space = where.get_space()
     values = isl.PwAffList.alloc(space.get_ctx(), len(coords))
     for expr in coords:
-        values = values.add(_pw(expr, names, space))
+        values = values.add(quasi_affine(expr, names, space))
     rel = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(
         isl.Space.map_from_domain_and_range(space, target), values)).intersect_domain(where)
     if not rel.is_injective():
@@ -124,9 +124,9 @@ def _image(coords: Sequence[IExpr], names: list[str], where: isl.Set,
     return rel.range()
 
 
-def _pw(e: IExpr, names: list[str], space: isl.Space) -> isl.PwAff:
+def quasi_affine(e: IExpr, names: list[str], space: isl.Space) -> isl.PwAff:
     """The quasi-affine function ``e`` of the loop variables ``names`` (the set dimensions
-    of ``space``) and the parameters."""
+    of ``space``) and the parameters: PE code read back as isl."""
     ls = isl.LocalSpace.from_space(space)
     match e:
         case IConst(value):
@@ -142,13 +142,13 @@ def _pw(e: IExpr, names: list[str], space: isl.Space) -> isl.PwAff:
                                 "variable nor a parameter")
             return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, pos))
         case INeg(operand):
-            return _pw(operand, names, space).neg()
+            return quasi_affine(operand, names, space).neg()
         case ISel(test, then, orelse):
             holds = _cond(test, names, space)
-            a, b = _pw(then, names, space), _pw(orelse, names, space)
+            a, b = quasi_affine(then, names, space), quasi_affine(orelse, names, space)
             return a.intersect_domain(holds).union_add(b.subtract_domain(holds))
         case IBin(op, lhs, rhs):
-            a, b = _pw(lhs, names, space), _pw(rhs, names, space)
+            a, b = quasi_affine(lhs, names, space), quasi_affine(rhs, names, space)
             if op in ("//", "%"):
                 if not isinstance(rhs, IConst) or rhs.value <= 0:
                     raise ScanError(f"'{op}' by a non-constant in a generated loop nest")
@@ -164,7 +164,7 @@ def _cond(c: Cond, names: list[str], space: isl.Space) -> isl.Set:
             universe = isl.Set.universe(space)
             return universe if value else isl.Set.empty(space)
         case Cmp(op, lhs, rhs):
-            a, b = _pw(lhs, names, space), _pw(rhs, names, space)
+            a, b = quasi_affine(lhs, names, space), quasi_affine(rhs, names, space)
             return {"==": a.eq_set, "!=": a.ne_set, "<": a.lt_set, "<=": a.le_set,
                     ">": a.gt_set, ">=": a.ge_set}[op](b)
         case BoolOp("&&", lhs, rhs):

@@ -276,7 +276,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
         return SimdDecision(False, "the instance set is zero-dimensional", compressed_case,
                             **common)  # type: ignore[arg-type]
     outer_names = tuple(f"o{d}" for d in range(max(0, n - MAX_SIMD_DIMS)))
-    inner, outer = _split_outer(comp.compressed, outer_names)
+    inner, outer = split_outer(comp.compressed, outer_names)
     index_like = (*poly.index_params(instances), *outer_names)
     ctx = context if outer is None else _with_outer(context, outer)
 
@@ -376,7 +376,7 @@ def _multi_pw(ma: isl.MultiAff) -> isl.MultiPwAff:
     return isl.MultiPwAff.from_multi_aff(ma)
 
 
-def _split_outer(s: isl.Set, names: tuple[str, ...]) -> tuple[isl.Set, isl.Set | None]:
+def split_outer(s: isl.Set, names: tuple[str, ...]) -> tuple[isl.Set, isl.Set | None]:
     """Move the first ``len(names)`` dimensions of ``s`` to parameters named ``names``;
     also return the set of their values (over the other parameters)."""
     if not names:

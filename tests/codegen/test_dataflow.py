@@ -301,3 +301,21 @@ def test_the_check_catches_dense_streams_with_gaps(monkeypatch: pytest.MonkeyPat
             input x resident
             output y dense { y[e0] -> [PE[0, -1] -> index[e0]] : 0 <= e0 <= 11 }
             """)
+
+
+@pytest.mark.parametrize("change", ["stride", "base"])
+def test_a_simd_operand_with_a_wrong_address_is_caught(change: str) -> None:
+    from codegen.peir import IBin, IConst
+
+    result = gemv()
+    assert result.tasks is not None and result.memory is not None
+    assert result.decisions is not None
+    name, decision = next((n, d) for n, d in result.decisions.items() if d.used)
+    check_data_flow(result.tasks, result.memory, result.decisions)
+    src = next(o for o in decision.srcs if o.kind == "array")
+    assert src.base is not None
+    wrong = (replace(src, strides=tuple(2 * s + 1 for s in src.strides)) if change == "stride"
+             else replace(src, base=IBin("+", src.base, IConst(1))))
+    altered = replace(decision, srcs=tuple(wrong if o is src else o for o in decision.srcs))
+    with pytest.raises(DataFlowError, match="a SIMD operand addresses other elements of W_local"):
+        check_data_flow(result.tasks, result.memory, {**result.decisions, name: altered})
