@@ -197,6 +197,11 @@ class _Check:
         writers, used = poly.align_params(writers, used)
         partial = _several_valued(writers)
         read_partial = used.intersect_range(partial)
+        combine = next((c for c in self.tg.combines if c.tensor == tensor), None)
+        if combine is not None:  # the totals are on the segment's last PE, read there
+            kept = combine.elements.intersect_domain(_pe_set(combine.last))
+            kept, read_partial = poly.align_params(kept, read_partial)
+            read_partial = read_partial.subtract(kept)
         if not read_partial.is_empty():
             raise self.fail(f"{statement} reads '{tensor}', whose elements have partial "
                             f"results on several PEs, before they are combined", read_partial)

@@ -588,6 +588,7 @@ class _ComputeBuilder:
         other PEs splits this into steps: the exchange runs between them (a local task
         ``turn_T`` per exchange, ``step_k`` for what follows it)."""
         exchanged = {ex.tensor: ex for ex in self.tg.exchanges}
+        combined = {red.tensor: red for red in self.tg.combines}
         steps: list[list[Stmt]] = [[]]
         order: list[Exchange] = []
         for t in self.tg.tasks:
@@ -595,6 +596,9 @@ class _ComputeBuilder:
                 continue
             stmt = self.tg.model.statement(t.statement).stmt
             for read in stmt.reads:
+                red = combined.pop(read.tensor, None)
+                if red is not None:  # the totals first, on the PE that keeps them
+                    steps[-1].extend(self._combine(red))
                 ex = exchanged.get(read.tensor)
                 if ex is not None and ex not in order:
                     order.append(ex)
@@ -685,7 +689,7 @@ class _ComputeBuilder:
         """Pass partial results along each segment; the last PE adds them into its array."""
         local = self.memory.of(red.tensor)
         if local is None:
-            raise CompilerBug(f"resident output '{red.tensor}' has no local array")
+            raise CompilerBug(f"'{red.tensor}' has partial results but no local array")
         context = self.region.context()
         held = _bind_pe(red.elements)
         held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))

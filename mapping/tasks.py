@@ -160,6 +160,8 @@ class TaskGraph:
     graph: nx.DiGraph = field(compare=False)
     buffered: tuple[str, ...] = ()  # streamed inputs also kept in local memory
     exchanges: tuple[Exchange, ...] = ()  # internal tensors shared along lines
+    # internal tensors whose partial results are combined before a statement reads them
+    combines: tuple[ResidentReduction, ...] = ()
 
     def placement_of(self, statement: str) -> isl.Map:
         return dict(self.placement)[statement]
@@ -363,9 +365,9 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     reductions = [r for tensor, direction in mapping.resident if direction == "output"
                   for r in [_resident_reduction(tensor, model, mapping, compute, colors)]
                   if r is not None]
-    exchanges = _exchanges(model, dict(placement), compute, colors)
-    tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs, reductions,
-                                    mapping)
+    exchanges, combines = _exchanges(model, mapping, dict(placement), compute, colors)
+    tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs,
+                                    reductions + combines, mapping)
     for ex in exchanges:
         tasks.append(Task(f"exchange_{ex.tensor}", "communication", compute.name,
                           compute.pes(),
@@ -374,7 +376,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
                                  "read"))
     return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
                      tuple(reductions), placement, tuple(tasks), graph, buffered,
-                     tuple(exchanges))
+                     tuple(exchanges), tuple(combines))
 
 
 def _require_defined_outputs(model: PolyModel) -> None:
@@ -680,7 +682,8 @@ class ResidentReduction:
 
 
 def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,
-                        colors: _Colors) -> ResidentReduction | None:
+                        colors: _Colors, *, what: str = "resident output"
+                        ) -> ResidentReduction | None:
     """``None`` when every element has one writer; otherwise the chain that combines them."""
     writers = _need(model, mapping, tensor, write=True).apply_range(compute.to_relative())
     if writers.is_single_valued():
@@ -705,7 +708,7 @@ def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute
     if not (keep_x or keep_y) or not consistent or not contiguous:
         raise unsupported(
             tensor,
-            f"resident output '{tensor}': element {_fmt(tensor, e)} is computed on "
+            f"{what} '{tensor}': element {_fmt(tensor, e)} is computed on "
             f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}, and the PEs sharing elements do not "
             "form segments of one row or column holding the same elements; combining "
             "those partial results is not supported yet")
@@ -880,10 +883,12 @@ class Exchange:
     needed: isl.Map  # PE -> elements it reads
 
 
-def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
-               colors: _Colors) -> list[Exchange]:
+def _exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.Map],
+               compute: Region, colors: _Colors
+               ) -> tuple[list[Exchange], list[ResidentReduction]]:
     """Internal tensors read on PEs that do not compute them (and how they move)."""
     result = []
+    combines = []
     for tensor in model.graph.tensors:
         if tensor.role != "internal":
             continue
@@ -898,7 +903,10 @@ def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
                                            pstmt.domain)
                 needed = rel if needed is None else needed.union(rel)
         assert produced is not None and needed is not None
-        _reject_partial_reads(tensor.name, produced, needed, compute)
+        combine = _combine_partials(tensor.name, produced, needed, model, mapping, compute,
+                                    colors)
+        if combine is not None:
+            combines.append(combine)
         missing = needed.subtract(produced)
         if missing.is_empty():
             continue
@@ -925,19 +933,41 @@ def _exchanges(model: PolyModel, placement: dict[str, isl.Map], compute: Region,
         result.append(Exchange(tensor.name, "row" if along_row else "column",
                                colors.take(f"internal tensor '{tensor.name}'"), produced,
                                needed))
-    return result
+    return result, combines
 
 
-def _reject_partial_reads(tensor: str, produced: isl.Map, needed: isl.Map,
-                          compute: Region) -> None:
-    """A statement may read an internal element only once it is complete: an element
-    whose partial results are computed on several PEs would have to be combined first,
-    which the planner does not do yet."""
+def _combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
+                      mapping: Mapping, compute: Region, colors: _Colors
+                      ) -> ResidentReduction | None:
+    """A statement may read an internal element only once it is complete. When elements
+    have partial results on several PEs (an FC layer's ``y = W x`` split along a row),
+    they are combined along each segment of PEs holding them, as for resident outputs,
+    and the segment's last PE (east or south end) keeps the totals: statements reading
+    them must run there."""
     writers = produced.reverse()
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     partial = needed.intersect_range(several)
     if partial.is_empty():
-        return
+        return None
+    red = _resident_reduction(tensor, model, mapping, compute, colors, what="internal tensor")
+    assert red is not None  # some element has several writers
+    kept = red.elements.intersect_domain(_bound_pe_set(red.last))
+    kept, partial = poly.align_params(kept, partial)
+    if partial.is_subset(kept):
+        return red
+    _reject_partial_reads(tensor, partial.subtract(kept), writers, compute)
+    return None
+
+
+def _bound_pe_set(params: isl.Set) -> isl.Set:
+    """A set over ``PE_X``, ``PE_Y`` as ``{ PE[x, y] }``."""
+    return params.unbind_params(poly.multi_id(_pe_space(), poly.PE_NAMES))
+
+
+def _reject_partial_reads(tensor: str, partial: isl.Map, writers: isl.Map,
+                          compute: Region) -> None:
+    """Partial results read where no combination delivers the totals."""
+    several = partial.range()
     where = _witness(partial.wrap())
     pe, element = (where[0] + compute.x0, where[1] + compute.y0), where[2:]
     on = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), element)))
@@ -948,5 +978,6 @@ def _reject_partial_reads(tensor: str, produced: isl.Map, needed: isl.Map,
         tensor, f"internal tensor '{tensor}': {_fmt(PE, pe)} reads {_fmt(tensor, element)}, "
         f"whose partial results are computed on several PEs ({_fmt(PE, first)} to "
         f"{_fmt(PE, last)}); combining the partial results of an internal tensor before "
-        "another statement reads them is not supported yet: place the instances that "
-        "contribute to each element on one PE")
+        "another statement reads them is supported only on the last PE (east or south "
+        "end) of each row or column segment holding them: place the reading statement "
+        "there, or the instances that contribute to each element on one PE")

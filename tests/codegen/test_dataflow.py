@@ -121,20 +121,48 @@ def test_every_example_plan_passes_the_check(path: Path) -> None:
 # ------------------------------------------------ the bugs it was written for
 
 
-def test_fc_bias_relu_on_partial_sums_is_rejected_at_the_placement(
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("axis", ["row", "column"])
+def test_fc_bias_relu_on_the_partial_sums_line_end_verifies(
+        tmp_path: Path, axis: str, simd: bool) -> None:
+    """The totals of y are combined along each row (column) onto its east (south) end
+    PE, where bias and ReLU read them."""
+    mapping = FC_BIAS_RELU_MAP if axis == "row" else """
+        rectangle { PE[4, 4] }
+        placement { fc[i, j] -> PE[i//8, j//4]; bias[i] -> PE[i//8, 3];
+                    relu[i] -> PE[i//8, 3] }
+        input  x dense { x[j = 0:15] -> [PE[-1, j//4] -> index[j mod 4]] }
+        input  W resident
+        input  b resident
+        output r dense { r[i = 0:31] -> [PE[i//8, 4] -> index[i mod 8]] }
+        """
+    path = write(tmp_path, FC_BIAS_RELU, mapping)
+    result = plan(FC_BIAS_RELU, mapping, stop="tasks")
+    assert result.tasks is not None and [c.tensor for c in result.tasks.combines] == ["y"]
+    for seed in (0, 1):
+        outcome = run_program(path, simd=simd, seed=seed)
+        assert outcome.comparison.verified, outcome.comparison.mismatch
+
+
+def test_fc_bias_relu_at_the_line_start_is_rejected_at_the_placement(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write(tmp_path, FC_BIAS_RELU, FC_BIAS_RELU_MAP)
+    mapping = (FC_BIAS_RELU_MAP.replace("bias[i] -> PE[3, i//8]; relu[i] -> PE[3, i//8]",
+                                        "bias[i] -> PE[0, i//8]; relu[i] -> PE[0, i//8]")
+               .replace("PE[4, i//8]", "PE[-1, i//8]"))
+    path = write(tmp_path, FC_BIAS_RELU, mapping)
     assert main([str(path), "-o", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"{tmp_path / 'prog.map'}:3:11: error: internal tensor 'y': "
-                          "PE[3, 0] reads y[0], whose partial results are computed on "
-                          "several PEs (PE[0, 0] to PE[3, 0])")
+                          "PE[0, 0] reads y[0], whose partial results are computed on "
+                          "several PEs (PE[0, 0] to PE[3, 0]); combining the partial results "
+                          "of an internal tensor before another statement reads them is "
+                          "supported only on the last PE (east or south end)")
     assert not (tmp_path / "out").exists()
 
 
 def test_the_check_catches_bias_on_partial_sums_without_the_planner_guard(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks, "_reject_partial_reads", lambda *args: None)
+    monkeypatch.setattr(tasks, "_combine_partials", lambda *args: None)
     with pytest.raises(DataFlowError, match=r"bias reads 'y', whose elements have partial "
                        r"results on several PEs.*y\[0\] on PE\[3, 0\]"):
         plan(FC_BIAS_RELU, FC_BIAS_RELU_MAP)
