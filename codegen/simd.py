@@ -424,6 +424,14 @@ def _extras_allowed(pstmt: PolyStatement, shape: OpShape, comp: poly.Compression
     check = poly.check_extra_writes(inner, extra, write, index_like)
     if not check.disjoint:
         return "the box hull's extra instances would overwrite proper results"
+    # Nor any element another statement (or an exchange, or an output chain) uses there.
+    used = local.array.per_pe.bind_domain(poly.multi_id(
+        local.array.per_pe.get_space().domain(), poly.PE_NAMES))
+    used, to_local = poly.align_params(used, local.to_local_bound)
+    used = used.apply(isl.Map.from_multi_aff(to_local))
+    extra_written, used = poly.align_params(check.extra, used)
+    if not extra_written.intersect(used).is_empty():
+        return "the box hull's extra instances would overwrite elements used on the PE"
     for tensor in shape.srcs:
         if tensor is None or tensor == shape.dst:
             continue
