@@ -349,6 +349,11 @@ class _Verifier:
                                 *key)
             if t.kind == "main":
                 mains.append(t.name)
+            if t.kind == "local" and any(isinstance(st, Activate) and st.task == t.name
+                                         for st in t.body):
+                raise self.fail(f"local task {t.name} activates itself unconditionally, so "
+                                "it would run forever; guard the activation with a "
+                                "condition that becomes false", *key)
         if len(mains) > 1:
             raise self.fail(f"program {p.name} has {len(mains)} main tasks ({', '.join(mains)}); "
                             "expected at most one", "task", p.name, mains[1])

@@ -205,14 +205,14 @@ program p origin PE[0, 0] pes { PE[0, 0] }
 {
   array float32 a[1] store y;
   task main { activate again; }
-  task again local { activate again; }
+  task again local { if (PE_X == 0) { activate again; } }
 }
 """
 
 
 @pytest.mark.parametrize("text", [
     SELF_ACTIVATING,
-    SELF_ACTIVATING.replace("task again local { activate again; }",
+    SELF_ACTIVATING.replace("task again local { if (PE_X == 0) { activate again; } }",
                             "task again local { for (i = 0; i <= 4611686018427387904; i++) "
                             "{ a[0] += 1.0; } }"),
 ])
@@ -226,7 +226,8 @@ def test_wall_time_limit_stops_a_run_that_never_ends(text: str) -> None:
 
 
 def test_max_seconds_on_the_command_line(cli, tmp_path: Path) -> None:
-    path = copy_gemv(tmp_path, "task main {", "task spin local { activate spin; }\n  task main {"
+    path = copy_gemv(tmp_path, "task main {",
+                     "task spin local { if (PE_X >= 0) { activate spin; } }\n  task main {"
                      " activate spin;")
     config = tmp_path / "fabric.toml"
     config.write_text("cycle_limit = 1125899906842624\ntask_dispatch = 0\nscalar_op = 0\n")

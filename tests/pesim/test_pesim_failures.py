@@ -100,7 +100,8 @@ def test_cycle_limit_stops_a_runaway_loop() -> None:
 
 
 def test_cycle_limit_stops_endless_activation() -> None:
-    text = one_pe("activate again;", tasks="task again local { activate again; }")
+    text = one_pe("activate again;",
+                  tasks="task again local { if (PE_X == 0) { activate again; } }")
     with pytest.raises(CycleLimitError, match="cycle limit of 500 cycles"):
         sim(text, {}, Y, cycle_limit=500)
 
