@@ -26,7 +26,15 @@ from collections.abc import Mapping
 import islpy as isl
 
 from codegen.scancheck import quasi_affine
-from codegen.simd import Operand, SimdDecision, outer_to_params, row_major, split_outer
+from codegen.simd import (
+    Operand,
+    SimdDecision,
+    flat_aff,
+    outer_to_params,
+    row_major,
+    split_outer,
+    zero_box,
+)
 from lair.diagnostics import CompilerBug
 from lair.graph import vanishes_with
 from lair.lower import CTX, PolyStatement, point_coordinates
@@ -322,7 +330,7 @@ class _Check:
         access, to_local = poly.align_params(access, local.to_local_bound)
         positions = access.apply_range(isl.Map.from_multi_aff(to_local))  # c -> local
         strides = row_major(local.size)
-        flat = isl.Map.from_aff(_flat(positions.get_space().range(), strides))
+        flat = isl.Map.from_aff(flat_aff(positions.get_space().range(), strides))
         actual = positions.apply_range(flat)  # c -> [flat position]
         space = actual.get_space().domain()
         origin = isl.MultiPwAff.from_multi_aff(d.offset) if isinstance(
@@ -368,7 +376,7 @@ class _Check:
             elements = poly.accessed_elements(extra, access, project)  # over PE_X, PE_Y
             elements, to_local = poly.align_params(elements, local.to_local_bound)
             positions = elements.apply(isl.Map.from_multi_aff(to_local))
-            bounds = _zero_box(local.name, local.size)
+            bounds = zero_box(local.name, local.size)
             positions, bounds = poly.align_params(positions, bounds)
             if not positions.is_subset(bounds):
                 raise self.fail(f"{task_name}: the extra instances of its box-hull SIMD "
@@ -455,25 +463,6 @@ def _on_domain(value: isl.PwAff, space: isl.Space) -> isl.PwAff:
     return spread
 
 
-def _flat(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:
-    """``sum(stride_d * x_d)`` on the set space ``space``: a row-major position."""
-    ls = isl.LocalSpace.from_space(space)
-    flat = isl.Aff.zero_on_domain(ls)
-    for d, stride in enumerate(strides):
-        flat = flat.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d).scale_val(
-            isl.Val.int_from_si(CTX, stride)))
-    return flat
-
-
 def _pe_bound(rel: isl.Map) -> isl.Set:
     """``PE -> x`` with the PE bound to ``PE_X``, ``PE_Y``: a set of ``x`` over them."""
     return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))
-
-
-def _zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
-    space = isl.Space.set_alloc(CTX, 0, len(size)).set_tuple_name(isl.dim_type.set, name)
-    box = isl.Set.universe(space)
-    for d, n in enumerate(size):
-        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
-        box = box.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, n - 1))
-    return box

@@ -57,7 +57,7 @@ from codegen.peir import (
     StreamIO,
     Task,
 )
-from codegen.simd import Operand, SimdDecision, flatten, row_major
+from codegen.simd import Operand, SimdDecision, flat_aff, flatten, row_major
 from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
@@ -702,7 +702,7 @@ class _ComputeBuilder:
         sizes = rect.constant_size
         strides = row_major(local.size)
         origin = rect.minimum
-        flat = _flat_aff(positions.get_space(), strides)
+        flat = flat_aff(positions.get_space(), strides)
         base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
             origin.align_params(flat.get_space())), context)
         pos = red.position
@@ -902,16 +902,6 @@ def _simd_operand(o: Operand) -> SimdOperand:
     if o.kind == "scalar":
         return SimdOperand("scalar")
     return SimdOperand("array", o.array, o.strides)
-
-
-def _flat_aff(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:
-    """``sum(stride_d * x_d)`` on the set space ``space``."""
-    ls = isl.LocalSpace.from_space(space)
-    flat = isl.Aff.zero_on_domain(ls)
-    for d, stride in enumerate(strides):
-        flat = flat.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d).scale_val(
-            isl.Val.int_from_si(CTX, stride)))
-    return flat
 
 
 def _simplify(e: IExpr) -> IExpr:

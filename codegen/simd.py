@@ -440,7 +440,7 @@ def _extras_allowed(pstmt: PolyStatement, shape: OpShape, comp: poly.Compression
             return f"'{tensor}' has no local array"
         read = _local_access(pstmt, tensor, comp, outer_names, src)
         reads = poly.accessed_elements(extra, read, index_like)
-        bounds = _zero_box(src.name, src.size)
+        bounds = zero_box(src.name, src.size)
         reads, bounds = poly.align_params(reads, bounds)
         if not reads.is_subset(bounds):
             return f"the box hull's extra instances would read outside the local '{tensor}'"
@@ -471,7 +471,7 @@ def _local_access(pstmt: PolyStatement, tensor: str, comp: poly.Compression,
     return access.apply_range(isl.Map.from_multi_aff(to_local))
 
 
-def _zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
+def zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
     space = isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, len(size)).set_tuple_name(
         isl.dim_type.set, name)
     box = isl.Set.universe(space)
@@ -532,6 +532,16 @@ def flatten(ma: isl.MultiAff, shape: tuple[int, ...]) -> isl.Aff:
     flat = ma.get_at(0).scale_val(isl.Val.int_from_si(ma.get_ctx(), strides[0]))
     for d in range(1, len(shape)):
         flat = flat.add(ma.get_at(d).scale_val(isl.Val.int_from_si(ma.get_ctx(), strides[d])))
+    return flat
+
+
+def flat_aff(space: isl.Space, strides: tuple[int, ...]) -> isl.Aff:
+    """``sum(stride_d * x_d)`` on the set space ``space``: a flat (row-major) position."""
+    ls = isl.LocalSpace.from_space(space)
+    flat = isl.Aff.zero_on_domain(ls)
+    for d, stride in enumerate(strides):
+        flat = flat.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d).scale_val(
+            isl.Val.int_from_si(space.get_ctx(), stride)))
     return flat
 
 
