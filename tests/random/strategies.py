@@ -454,10 +454,34 @@ def follow_up_more(draw: st.DrawFn, p: Program, last: str, kind: str, iters: lis
 @st.composite
 def programs(draw: st.DrawFn) -> Program:
     p = Program(draw(st.sampled_from(["float16", "float32"])))
-    last = draw(first_statement(p))
-    for _ in range(draw(st.integers(0, 2))):
+    if draw(st.integers(0, 9)) == 0:
+        last = draw(three_products(p))
+        more = draw(st.integers(0, 1))
+    else:
+        last = draw(first_statement(p))
+        more = draw(st.integers(0, 2))
+        if p.label[0].startswith("matmul") and draw(st.booleans()):  # a 2mm chain
+            iters = [v or f"v{d}" for d, v in enumerate(p.stmts[-1].target.plain)]
+            last = draw(follow_up_more(p, last, "matmul", iters))
+            more = draw(st.integers(0, 1))
+    for _ in range(more):
         last = draw(follow_up(p, last))
     return p
+
+
+@st.composite
+def three_products(draw: st.DrawFn, p: Program) -> str:
+    """3mm: T = A B, U = C D, E = T U (T shared along rows, U along columns)."""
+    ni, nj, nk, nl, nm = (draw(st.integers(1, 6)) for _ in range(5))
+    p.shapes.update(A=(ni, nk), B=(nk, nj), C=(nj, nm), D=(nm, nl), T=(ni, nj),
+                    U=(nj, nl), E=(ni, nl))
+    p.add(Stmt("S0", (("i", ni), ("j", nj), ("k", nk)), acc("T", "i", "j"), "+=",
+               "A[i][k] * B[k][j]", (acc("A", "i", "k"), acc("B", "k", "j"))), "3mm")
+    p.add(Stmt("S1", (("j", nj), ("l", nl), ("m", nm)), acc("U", "j", "l"), "+=",
+               "C[j][m] * D[m][l]", (acc("C", "j", "m"), acc("D", "m", "l"))), "3mm-U")
+    p.add(Stmt("S2", (("i", ni), ("l", nl), ("j", nj)), acc("E", "i", "l"), "+=",
+               "T[i][j] * U[j][l]", (acc("T", "i", "j"), acc("U", "j", "l"))), "3mm-E")
+    return "E"
 
 
 # ------------------------------------------------------------------- mappings
@@ -598,9 +622,13 @@ def grid_layouts(draw: st.DrawFn, p: Program) -> Layout | None:
     span = {"X": draw(st.integers(1, 4)), "Y": draw(st.integers(1, 4))}
     chosen: dict[str, list[tuple[str, int]]] = {"X": [], "Y": []}
     place: dict[str, dict[str, tuple[str | None, int]]] = {}
+    parallel = draw(st.integers(0, 2)) > 0  # tile only iterators that index the target
     for s in p.stmts:
         place[s.name] = {}
         own = dict(s.iters)
+        if parallel and all(v in own for v in s.target.plain if v):
+            own = {v: own[v] for v in s.target.plain if v} | (
+                {} if len(s.target.plain) >= 2 else own)
         for axis in ("X", "Y"):
             used = {u for u, _ in place[s.name].values() if u is not None}
             S = span[axis]
@@ -712,9 +740,10 @@ def mappings(draw: st.DrawFn, p: Program) -> tuple[str, str]:
     lines[-1] = lines[-1].rstrip(";")
     lines.append("}")
     described = [f"{lay.width}x{lay.height}"]
+    resident = draw(st.sampled_from([1, 1, 2]))  # in 3: how often a tensor is resident
     for direction, tensors in (("input", p.inputs), ("output", p.outputs)):
         for tensor in tensors:
-            if draw(st.integers(0, 2)) == 0:
+            if draw(st.integers(0, 2)) < resident:
                 lines.append(f"{direction} {tensor} resident")
                 described.append(f"{tensor}:resident")
             else:
