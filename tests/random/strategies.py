@@ -20,6 +20,20 @@ multi-dimensional or flattened index (adapter style), or tiled at random with
 ``index[e mod t]``. Every element gets exactly one (PE, index) pair, and no two elements
 share one. Whether the compiler supports the flow is another matter: rejecting a mapping
 with a located error is a legal outcome (``tests/random/differential.py``).
+
+Wider kinds (``first_statement_more``, ``follow_up_more``, ``three_products``):
+matrix-matrix products (operands transposed at times, iterators in any order), 2mm
+chains whose second product reads the first by rows or by columns, 3mm, multi-channel
+2-D convolutions ``y[k][a][b] += x[c][..][..] * F[k][c][p][q]``, elementwise statements
+with constants, unary minus, differences, ``max`` of two tensors, offset (``A[i + 1]``)
+and transposed (``A[j][i]``) reads, rank-0 scalars (``alpha * A[i][j]``), and offset
+reads of the previous tensor; one access per tensor per statement, always. Wider
+mappings: tilings of up to 6 tiles, two iterators on one axis (``i//t + T*(k//u)``, as
+in Example 5.7), coordinates counted backwards (``3 - i//t``), idle lines before the
+tiled ones, streams through sides with a free border line more often, and *grid*
+layouts (``grid_layouts``) where every statement covers the whole compute grid, often
+with the tiling of an earlier statement: the layouts under which internal tensors are
+exchanged along rows or columns, and reductions split over a line are combined.
 """
 
 from __future__ import annotations
@@ -387,7 +401,6 @@ def follow_up_more(draw: st.DrawFn, p: Program, last: str, kind: str, iters: lis
     """Added follow-ups: a second matrix product (2mm chains, by rows or by columns),
     unary minus, constants, max of two tensors, differences, a scalar factor, and an
     offset read of the previous tensor."""
-    prev = p.stmts[-1]
     shape = p.shapes[last]
     name = p.stmt_name()
     src = acc(last, *iters)
@@ -447,7 +460,6 @@ def follow_up_more(draw: st.DrawFn, p: Program, last: str, kind: str, iters: lis
                                          f"{b.text()} - {src.text()}",
                                          f"-{src.text()} + {b.text()}"]))
         p.add(Stmt(name, dom, acc(out, *iters), "=", expr, (src, b)), kind)
-    del prev
     return out
 
 
@@ -502,6 +514,8 @@ class Layout:
     shift: dict[str, int] = field(default_factory=lambda: {"X": 0, "Y": 0})  # idle lines
     # stmt -> axis -> (second iterator, its tile, multiplier): ``v//t + mult*(v2//t2)``
     combo: dict[str, dict[str, tuple[str, int, int]]] = field(default_factory=dict)
+    # stmt -> axis -> tiles, for coordinates counted backwards: ``tiles - 1 - v//t``
+    rev: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -530,6 +544,8 @@ class Layout:
         if self.combined(stmt, axis):
             v2, t2, mult = self.combo[stmt][axis]
             tiled += f" + {mult}*({v2 if t2 == 1 else f'{v2}//{t2}'})"
+        if axis in self.rev.get(stmt, {}):
+            return f"{off + self.rev[stmt][axis] - 1} - ({tiled})"
         return f"{off} + {tiled}" if off else tiled
 
 
@@ -558,6 +574,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
             tilings[v] = Tiling(axis, draw(tile_size(n, room[axis])))
     place: dict[str, dict[str, tuple[str | None, int]]] = {}
     combo: dict[str, dict[str, tuple[str, int, int]]] = {}
+    rev: dict[str, dict[str, int]] = {}
     span = {"X": 1, "Y": 1}
     pending: list[tuple[str, str]] = []
     for s in p.stmts:
@@ -592,6 +609,8 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
                         combo[s.name][axis] = (v2, t2, first)
                         first *= _tiles(own[v2], t2)
                     span[axis] = max(span[axis], first)
+                    if first > 1 and draw(st.integers(0, 5)) == 0:
+                        rev.setdefault(s.name, {})[axis] = first
                     continue
             place[s.name][axis] = (None, 0)
             pending.append((s.name, axis))
@@ -609,7 +628,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
         pad["west" if pad["west"] else "east"] -= 1
     while rows + pad["north"] + pad["south"] > MAX_PES:
         pad["north" if pad["north"] else "south"] -= 1
-    return Layout(cols, rows, pad, place, shift, combo)
+    return Layout(cols, rows, pad, place, shift, combo, rev)
 
 
 @st.composite
@@ -623,6 +642,7 @@ def grid_layouts(draw: st.DrawFn, p: Program) -> Layout | None:
     chosen: dict[str, list[tuple[str, int]]] = {"X": [], "Y": []}
     place: dict[str, dict[str, tuple[str | None, int]]] = {}
     parallel = draw(st.integers(0, 2)) > 0  # tile only iterators that index the target
+    rev: dict[str, dict[str, int]] = {}
     for s in p.stmts:
         place[s.name] = {}
         own = dict(s.iters)
@@ -644,12 +664,14 @@ def grid_layouts(draw: st.DrawFn, p: Program) -> Layout | None:
                 return None
             place[s.name][axis] = (v, t)
             chosen[axis].append((v, t))
+            if S > 1 and draw(st.integers(0, 5)) == 0:
+                rev.setdefault(s.name, {})[axis] = S
     pad = {side: draw(st.sampled_from([0, 0, 1])) for side in SIDES}
     while span["X"] + pad["west"] + pad["east"] > MAX_PES:
         pad["west" if pad["west"] else "east"] -= 1
     while span["Y"] + pad["north"] + pad["south"] > MAX_PES:
         pad["north" if pad["north"] else "south"] -= 1
-    return Layout(span["X"], span["Y"], pad, place)
+    return Layout(span["X"], span["Y"], pad, place, rev=rev)
 
 
 @dataclass(frozen=True)
@@ -695,7 +717,11 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
         d = access.plain.index(v)
         mod = draw(st.booleans())
         where = f"e{d}" if t == 1 else f"e{d}//{t}"
-        where = f"{off} + {where}" if off else where
+        if axis in lay.rev.get(stmt.name, {}):
+            where = f"{off + lay.rev[stmt.name][axis] - 1} - {where}"
+            style += " rev"
+        else:
+            where = f"{off} + {where}" if off else where
         if mod and t > 1:
             dims[d] = Component(f"e{d} mod {t}", t)
     elif style == "aligned" and v is None:
