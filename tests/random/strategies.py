@@ -595,7 +595,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
                     continue
             else:
                 cands = [v for v in own if v in tilings and tilings[v].axis == axis
-                         and v not in used]
+                         and v not in used and _tiles(own[v], tilings[v].tile) <= MAX_PES]
                 if cands:
                     v = draw(st.sampled_from(cands))
                     t = tilings[v].tile
@@ -614,7 +614,8 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
                     continue
             place[s.name][axis] = (None, 0)
             pending.append((s.name, axis))
-    extra = {axis: draw(st.integers(0, min(2, MAX_PES - span[axis]))) for axis in ("X", "Y")}
+    extra = {axis: draw(st.integers(0, max(0, min(2, MAX_PES - span[axis]))))
+             for axis in ("X", "Y")}
     shift = {axis: draw(st.integers(0, extra[axis])) for axis in ("X", "Y")}
     cols, rows = span["X"] + extra["X"], span["Y"] + extra["Y"]
     for stmt, axis in pending:  # constant coordinates: first, last or any line
@@ -624,9 +625,9 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
     pad = {}
     for side in SIDES:
         pad[side] = draw(st.sampled_from([0, 0, 1]))
-    while cols + pad["west"] + pad["east"] > MAX_PES:
+    while cols + pad["west"] + pad["east"] > MAX_PES and pad["west"] + pad["east"]:
         pad["west" if pad["west"] else "east"] -= 1
-    while rows + pad["north"] + pad["south"] > MAX_PES:
+    while rows + pad["north"] + pad["south"] > MAX_PES and pad["north"] + pad["south"]:
         pad["north" if pad["north"] else "south"] -= 1
     return Layout(cols, rows, pad, place, shift, combo, rev)
 
