@@ -30,10 +30,11 @@ and transposed (``A[j][i]``) reads, rank-0 scalars (``alpha * A[i][j]``), and of
 reads of the previous tensor; one access per tensor per statement, always. Wider
 mappings: tilings of up to 6 tiles, two iterators on one axis (``i//t + T*(k//u)``, as
 in Example 5.7), coordinates counted backwards (``3 - i//t``), idle lines before the
-tiled ones, streams through sides with a free border line more often, and *grid*
-layouts (``grid_layouts``) where every statement covers the whole compute grid, often
-with the tiling of an earlier statement: the layouts under which internal tensors are
-exchanged along rows or columns, and reductions split over a line are combined.
+tiled ones or between them (``2*(i//t)``), streams through sides with a free border
+line more often, and *grid* layouts (``grid_layouts``) where every statement covers
+the whole compute grid, often with the tiling of an earlier statement: the layouts
+under which internal tensors are exchanged along rows or columns, and reductions split
+over a line are combined.
 """
 
 from __future__ import annotations
@@ -516,6 +517,8 @@ class Layout:
     combo: dict[str, dict[str, tuple[str, int, int]]] = field(default_factory=dict)
     # stmt -> axis -> tiles, for coordinates counted backwards: ``tiles - 1 - v//t``
     rev: dict[str, dict[str, int]] = field(default_factory=dict)
+    # stmt -> axis -> step between used lines: ``2*(v//t)`` leaves every other line idle
+    stride: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -544,6 +547,9 @@ class Layout:
         if self.combined(stmt, axis):
             v2, t2, mult = self.combo[stmt][axis]
             tiled += f" + {mult}*({v2 if t2 == 1 else f'{v2}//{t2}'})"
+        step = self.stride.get(stmt, {}).get(axis, 1)
+        if step > 1:
+            tiled = f"{step}*({tiled})"
         if axis in self.rev.get(stmt, {}):
             return f"{off + self.rev[stmt][axis] - 1} - ({tiled})"
         return f"{off} + {tiled}" if off else tiled
@@ -575,6 +581,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
     place: dict[str, dict[str, tuple[str | None, int]]] = {}
     combo: dict[str, dict[str, tuple[str, int, int]]] = {}
     rev: dict[str, dict[str, int]] = {}
+    stride: dict[str, dict[str, int]] = {}
     span = {"X": 1, "Y": 1}
     pending: list[tuple[str, str]] = []
     for s in p.stmts:
@@ -602,12 +609,16 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
                     place[s.name][axis] = (v, t)
                     first = _tiles(own[v], t)
                     rest = [u for u in own if u != v and u not in used]
-                    if rest and first <= 3 and draw(st.integers(0, 4)) == 0:
+                    if rest and first <= 3 and draw(st.integers(0, 3)) == 0:
                         # two iterators on one axis (Example 5.7: k//2 + 2*(w//4))
                         v2 = draw(st.sampled_from(rest))
                         t2 = draw(tile_size(own[v2], 6 // first))
                         combo[s.name][axis] = (v2, t2, first)
                         first *= _tiles(own[v2], t2)
+                    if (axis not in combo[s.name] and first > 1 and 2 * first - 1 <= MAX_PES
+                            and draw(st.integers(0, 5)) == 0):
+                        stride.setdefault(s.name, {})[axis] = 2
+                        first = 2 * first - 1
                     span[axis] = max(span[axis], first)
                     if first > 1 and draw(st.integers(0, 5)) == 0:
                         rev.setdefault(s.name, {})[axis] = first
@@ -629,7 +640,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
         pad["west" if pad["west"] else "east"] -= 1
     while rows + pad["north"] + pad["south"] > MAX_PES and pad["north"] + pad["south"]:
         pad["north" if pad["north"] else "south"] -= 1
-    return Layout(cols, rows, pad, place, shift, combo, rev)
+    return Layout(cols, rows, pad, place, shift, combo, rev, stride)
 
 
 @st.composite
@@ -718,6 +729,10 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
         d = access.plain.index(v)
         mod = draw(st.booleans())
         where = f"e{d}" if t == 1 else f"e{d}//{t}"
+        step = lay.stride.get(stmt.name, {}).get(axis, 1)
+        if step > 1:
+            where = f"{step}*({where})"
+            style += " stride"
         if axis in lay.rev.get(stmt.name, {}):
             where = f"{off + lay.rev[stmt.name][axis] - 1} - {where}"
             style += " rev"
