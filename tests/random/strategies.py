@@ -519,6 +519,7 @@ class Layout:
     rev: dict[str, dict[str, int]] = field(default_factory=dict)
     # stmt -> axis -> step between used lines: ``2*(v//t)`` leaves every other line idle
     stride: dict[str, dict[str, int]] = field(default_factory=dict)
+    grid: bool = False  # drawn by grid_layouts
 
     @property
     def width(self) -> int:
@@ -683,7 +684,7 @@ def grid_layouts(draw: st.DrawFn, p: Program) -> Layout | None:
         pad["west" if pad["west"] else "east"] -= 1
     while span["Y"] + pad["north"] + pad["south"] > MAX_PES:
         pad["north" if pad["north"] else "south"] -= 1
-    return Layout(span["X"], span["Y"], pad, place, rev=rev)
+    return Layout(span["X"], span["Y"], pad, place, rev=rev, grid=True)
 
 
 @dataclass(frozen=True)
@@ -770,7 +771,7 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
 @st.composite
 def mappings(draw: st.DrawFn, p: Program) -> tuple[str, str]:
     lay = None
-    if draw(st.integers(0, 2)) == 0:
+    if draw(st.integers(0, 2)) < (2 if len(p.stmts) > 1 else 1):  # more for chains
         lay = draw(grid_layouts(p))
     if lay is None:
         lay = draw(layouts(p))
@@ -781,7 +782,7 @@ def mappings(draw: st.DrawFn, p: Program) -> tuple[str, str]:
                      f"{lay.coord(s.name, 'Y')}];")
     lines[-1] = lines[-1].rstrip(";")
     lines.append("}")
-    described = [f"{lay.width}x{lay.height}"]
+    described = [f"{lay.width}x{lay.height}" + (" grid" if lay.grid else "")]
     resident = draw(st.sampled_from([1, 1, 2]))  # in 3: how often a tensor is resident
     for direction, tensors in (("input", p.inputs), ("output", p.outputs)):
         for tensor in tensors:
