@@ -24,11 +24,6 @@ EXAMPLES = int(os.environ.get("DTG_RANDOM_EXAMPLES", "1000"))
 SEED = int(os.environ.get("DTG_RANDOM_SEED", "20250109"))
 SHRINK = os.environ.get("DTG_RANDOM_SHRINK", "") not in ("", "0")
 
-# Known compiler bug found by other seeds of the widened generator (helper-random2; not
-# in the default batch): internal DataFlowError "the extra instances of its box-hull
-# SIMD instruction overwrite elements ... that proper instances use" (SIMD only), with
-# two iterators on one axis (PE[0, i//2 + 2*(j)]) and the tensor sent along a chain or
-# exchanged.
 @pytest.mark.random
 def test_random_pairs_are_verified_or_rejected_with_a_located_error() -> None:
     counts: Counter[str] = Counter()
