@@ -22,6 +22,7 @@ internal error naming the statement, tensor, element and PE.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from math import prod
 
 import islpy as isl
 
@@ -311,12 +312,48 @@ class _Check:
         assert d.compressed is not None and d.offset is not None
         pstmt = self.tg.model.statement(task.statement)
         inner = split_outer(d.compressed, d.outer_names)[0]
+        self.simd_box(task_name, d, inner)
         steps = [(d.dst, d.srcs), *((dst, srcs) for _, dst, srcs, _ in d.more)]
         for dst, srcs in steps:
             for operand in (dst, *srcs):
                 if operand is None or operand.kind != "array" or operand.tensor is None:
                     continue
                 self.simd_operand(task_name, pstmt, d, inner, operand)
+
+    def simd_box(self, task_name: str, d: SimdDecision, inner: isl.Set) -> None:
+        """The box a SIMD instruction runs, ``origin + [0, size)``, holds every proper
+        instance (with the largest size of an enumerated case); beyond them it runs only
+        the extra instances of a box hull."""
+        assert d.offset is not None and d.sizes is not None
+        sizes = max(d.variants, key=prod) if d.variants else d.sizes
+        space = inner.get_space()
+        origin = isl.MultiPwAff.from_multi_aff(d.offset) if isinstance(
+            d.offset, isl.MultiAff) else d.offset
+        box = isl.Set.universe(space)
+        ls = isl.LocalSpace.from_space(space)
+        for k, size in enumerate(sizes):
+            coord = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, k))
+            shift = coord.sub(_on_domain(origin.get_at(k), space))
+            zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+            box = box.intersect(shift.ge_set(zero)).intersect(
+                shift.le_set(zero.add_constant_val(isl.Val.int_from_si(CTX, size - 1))))
+        inner_a, box = poly.align_params(inner, box)
+        if not inner_a.is_subset(box):
+            raise self.fail(f"{task_name}: its SIMD instruction's box misses instances "
+                            f"({inner_a.subtract(box)})")
+        if d.case == "enumerated":
+            return
+        runs_extra = box.intersect_params(inner_a.params()).subtract(inner_a)
+        extra = d.extra_instances
+        if extra is None:
+            if not runs_extra.is_empty():
+                raise self.fail(f"{task_name}: its SIMD instruction runs instances the task "
+                                f"does not have ({runs_extra})")
+            return
+        extra, runs_extra = poly.align_params(extra, runs_extra)
+        if not runs_extra.is_subset(extra):
+            raise self.fail(f"{task_name}: its SIMD instruction runs instances outside the "
+                            "task that were not checked as box-hull extras")
 
     def simd_operand(self, task_name: str, pstmt: PolyStatement, d: SimdDecision,
                      inner: isl.Set, operand: Operand) -> None:

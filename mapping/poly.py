@@ -384,13 +384,29 @@ def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
         if found is not None:
             size, offset = found
             offset = shift.add(offset.scale_val(_val(proj.get_ctx(), stride)))
-            best = (stride * (size - 1) + 1, offset)
+            # isl 0.27 reports strides that do not hold on some sets: keep the box only
+            # when it really contains the set.
+            if _within(proj, offset, stride * (size - 1) + 1):
+                best = (stride * (size - 1) + 1, offset)
     found = _smallest_extent(proj)
-    if found is not None and (best is None or found[0] < best[0]):
+    if found is not None and (best is None or found[0] < best[0]) and _within(
+            proj, found[1], found[0]):
         best = found
     if best is None:
         return None
     return best[1], best[0]
+
+
+def _within(proj: isl.Map, offset: isl.Aff, size: int) -> bool:
+    """Whether every ``D -> [i]`` of ``proj`` has ``offset(D) <= i < offset(D) + size``."""
+    space = proj.get_space()
+    value = _var(space.wrap(), space.dim(_dt.in_))
+    start = offset.pullback_multi_aff(isl.MultiAff.domain_map(space))
+    above = isl.Set.universe(space.wrap()).add_constraint(
+        isl.Constraint.inequality_from_aff(value.sub(start)))
+    below = above.add_constraint(isl.Constraint.inequality_from_aff(
+        start.add_constant_val(_val(proj.get_ctx(), size - 1)).sub(value)))
+    return bool(proj.wrap().is_subset(below))
 
 
 def index_gaps(rel: isl.Map) -> isl.Set:

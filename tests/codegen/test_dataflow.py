@@ -347,3 +347,30 @@ def test_a_simd_operand_with_a_wrong_address_is_caught(change: str) -> None:
     altered = replace(decision, srcs=tuple(wrong if o is src else o for o in decision.srcs))
     with pytest.raises(DataFlowError, match="a SIMD operand addresses other elements of W_local"):
         check_data_flow(result.tasks, result.memory, {**result.decisions, name: altered})
+
+
+def test_a_simd_box_that_misses_instances_is_caught() -> None:
+    result = gemv()
+    assert result.tasks is not None and result.memory is not None
+    assert result.decisions is not None
+    name, decision = next((n, d) for n, d in result.decisions.items() if d.used)
+    assert decision.sizes is not None
+    smaller = tuple(max(1, s - 1) for s in decision.sizes)
+    altered = replace(decision, sizes=smaller, variants=(smaller,))
+    with pytest.raises(DataFlowError, match="its SIMD instruction's box misses instances"):
+        check_data_flow(result.tasks, result.memory, {**result.decisions, name: altered})
+
+
+def test_box_hull_rejects_a_stride_isl_reports_wrongly() -> None:
+    """isl 0.27 gives i0 stride 5 on this set, yet i0 takes 0, 1, 5 and 6: the box
+    built on that stride missed i0 = 0 and the SIMD sums came out wrong."""
+    from mapping import poly
+
+    inner = isl.Set("[index, PE_Y] -> { [i0, i1] : 0 <= PE_Y <= 1 and 0 <= i1 <= 1 and "
+                    "index - 21PE_Y - 3i0 <= 2i1 <= 1 + index - 21PE_Y - 3i0 and "
+                    "-1 + 5index - 105PE_Y - 14i0 <= 10i1 <= 5index - 105PE_Y - 14i0 }")
+    box = poly.set_box_hull(inner)
+    assert box is not None
+    hull = poly.box_set(box, inner.params())
+    hull, inner = poly.align_params(hull, inner)
+    assert inner.is_subset(hull)
