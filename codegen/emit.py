@@ -695,16 +695,16 @@ class _ComputeBuilder:
         held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))
         positions = held.apply(to_local)
         rect = poly.rectangularity(positions, index=())
-        if not rect.rectangular or rect.constant_size is None:
-            raise unsupported(red.tensor,
-                              f"resident output '{red.tensor}': the partial results a PE holds "
-                              "are not a box of its local array")
-        sizes = rect.constant_size
+        # One SIMD configuration needs the same box on every PE; uneven tiles (a smaller
+        # last tile) and other shapes combine in scalar loops over the held elements.
+        uniform = rect.rectangular and rect.constant_size is not None
+        sizes = rect.constant_size if rect.constant_size is not None else ()
         strides = row_major(local.size)
-        origin = rect.minimum
         flat = flat_aff(positions.get_space(), strides)
-        base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
-            origin.align_params(flat.get_space())), context)
+        base: IExpr = IConst(0)
+        if uniform:
+            base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+                rect.minimum.align_params(flat.get_space())), context)
         pos = red.position
         zero = pos.zero_set()
         even = pos.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
@@ -751,7 +751,7 @@ class _ComputeBuilder:
         for exists, when, send_color, recv_color in roles:
             if not exists:
                 continue
-            if self.simd_output and len(sizes) <= 4:
+            if self.simd_output and uniform and len(sizes) <= 4:
                 name = f"combine_{red.tensor}_{len(self.configs)}"
                 array = SimdOperand("array", local.name, strides)
                 srcs: tuple[SimdOperand, ...] = (array,)
@@ -802,24 +802,29 @@ class _ComputeBuilder:
                 "elements, or only the PE next to the side")
         rect = poly.rectangularity(indices, index=())
         pma = k_to_local.as_pw_multi_aff()
-        if not rect.rectangular or rect.constant_size is None or pma.n_piece() != 1:
+        if pma.n_piece() != 1:
             raise unsupported(out.tensor,
                 f"output '{out.tensor}': the elements a PE sends do not map affinely onto "
-                "a box of its local array in the stream's order")
+                "its local array in the stream's order")
         pieces: list[isl.MultiAff] = []
         pma.foreach_piece(lambda _s, ma: pieces.append(ma))
         flat = flatten(pieces[0], local.size)
-        sizes = rect.constant_size
-        n = len(sizes)
+        n = int(indices.dim(isl.dim_type.set))
+        # One SIMD configuration needs the same box of elements on every PE; uneven tiles
+        # (a smaller last tile) send theirs in scalar loops.
+        uniform = rect.rectangular and rect.constant_size is not None
+        sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
         strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
                         for k in range(n))
         # SIMD reads the array at base + sum(stride * k): only where the flat position is
         # affine in k (a grown array can make it floor(k / 6) * 66 + k mod 6).
-        linear = not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
-                         for d in range(flat.dim(isl.dim_type.div)))
-        origin = rect.minimum
-        base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
-            origin.align_params(flat.get_space())), context)
+        linear = uniform and not any(
+            flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+            for d in range(flat.dim(isl.dim_type.div)))
+        base: IExpr = IConst(0)
+        if linear:
+            base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+                rect.minimum.align_params(flat.get_space())), context)
         pos = _position(out.side, self.region)
         length = chain_length(out.side, self.region)
         send_port, recv_port = out.side, OPPOSITE[out.side]
