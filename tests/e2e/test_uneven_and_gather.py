@@ -49,6 +49,15 @@ CASES = {
         input  K resident
         output S dense { S[i = 0:7, j = 0:7] -> [PE[2, i//4] -> index[i mod 4, j]] }
         """),
+    # The uneven GEMV inside a larger rectangle: x flows down through row 0, which runs
+    # nothing, and y leaves east through the idle column 4.
+    "gemv_inside_larger_rectangle": (GEMV_30x18, """
+        rectangle { PE[5, 5] }
+        placement { gemv[i, j] -> PE[1 + j//5, 1 + i//8] }
+        input  x dense { x[j = 0:17] -> [PE[1 + j//5, -1] -> index[j mod 5]] }
+        input  W resident
+        output y dense { y[i = 0:29] -> [PE[5, 1 + i//8] -> index[i mod 8]] }
+        """),
     # A vector computed down a column, streamed out north.
     "vector_gathered_north": ("""
         lair v<T=float16>(): T a[12] -> T b[12]
