@@ -206,7 +206,7 @@ class _Check:
         writers, used = poly.align_params(writers, used)
         partial = _several_valued(writers)
         read_partial = used.intersect_range(partial)
-        combine = next((c for c in self.tg.combines if c.tensor == tensor), None)
+        combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
         if combine is not None:  # the totals are on the segment's last PE, read there
             kept = combine.elements.intersect_domain(_pe_set(combine.last))
             kept, read_partial = poly.align_params(kept, read_partial)
@@ -275,7 +275,7 @@ class _Check:
             return
         if several.is_empty():
             return
-        red = next((r for r in self.tg.reductions if r.tensor == tensor), None)
+        red = next((r for r in reversed(self.tg.reductions) if r.tensor == tensor), None)
         if red is None:
             raise self.fail(f"resident output '{tensor}' has partial results on several PEs "
                             "and nothing combines them",

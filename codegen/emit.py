@@ -588,7 +588,9 @@ class _ComputeBuilder:
         other PEs splits this into steps: the exchange runs between them (a local task
         ``turn_T`` per exchange, ``step_k`` for what follows it)."""
         exchanged = {ex.tensor: ex for ex in self.tg.exchanges}
-        combined = {red.tensor: red for red in self.tg.combines}
+        combined: dict[str, list[ResidentReduction]] = {}
+        for red in self.tg.combines:
+            combined.setdefault(red.tensor, []).append(red)
         steps: list[list[Stmt]] = [[]]
         order: list[Exchange] = []
         for t in self.tg.tasks:
@@ -596,8 +598,7 @@ class _ComputeBuilder:
                 continue
             stmt = self.tg.model.statement(t.statement).stmt
             for read in stmt.reads:
-                red = combined.pop(read.tensor, None)
-                if red is not None:  # the totals first, on the PE that keeps them
+                for red in combined.pop(read.tensor, []):  # the totals first, where kept
                     steps[-1].extend(self._combine(red))
                 ex = exchanged.get(read.tensor)
                 if ex is not None and ex not in order:

@@ -15,7 +15,7 @@ tensor, the PEs and the flow it would need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from math import prod
 from typing import Literal
@@ -363,8 +363,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         for s in mapping.streams if s.direction == "output"
     ]
     reductions = [r for tensor, direction in mapping.resident if direction == "output"
-                  for r in [_resident_reduction(tensor, model, mapping, compute, colors)]
-                  if r is not None]
+                  for r in _resident_reduction(tensor, model, mapping, compute, colors)]
     exchanges, combines = _exchanges(model, mapping, dict(placement), compute, colors)
     tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs,
                                     reductions + combines, mapping)
@@ -683,45 +682,75 @@ class ResidentReduction:
 
 def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,
                         colors: _Colors, *, what: str = "resident output"
-                        ) -> ResidentReduction | None:
-    """``None`` when every element has one writer; otherwise the chain that combines them."""
+                        ) -> list[ResidentReduction]:
+    """No chain when every element has one writer; otherwise the chains that combine the
+    partial results: along segments of one row or column, or, for partial results spread
+    over rows and columns (a sum over a 2-D grid of tiles), along rows and then along the
+    column of the row totals (or columns, then the row)."""
     writers = _need(model, mapping, tensor, write=True).apply_range(compute.to_relative())
     if writers.is_single_valued():
-        return None
+        return []
+    for plan in ((None,), ("E", "S"), ("S", "E")):
+        chains: list[ResidentReduction] = []
+        held = writers
+        for side in plan:
+            red = _chain(tensor, held, side)
+            if red is None:
+                break
+            chains.append(red)
+            held = held.intersect_range(_bound_pe_set(red.last))
+        else:
+            if held.is_single_valued():
+                return [_colored(red, tensor, colors) for red in chains]
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     e = _witness(several)
     at = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), e)))
     pes = [_witness(at.lexmin().range()), _witness(at.lexmax().range())]
+    raise unsupported(
+        tensor,
+        f"{what} '{tensor}': element {_fmt(tensor, e)} is computed on "
+        f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}, and the PEs sharing elements do not "
+        "form segments of rows or columns holding the same elements; combining those "
+        "partial results is not supported yet")
+
+
+def _colored(red: ResidentReduction, tensor: str, colors: _Colors) -> ResidentReduction:
+    first = colors.take(f"partial results of '{tensor}'")
+    second = colors.take(f"partial results of '{tensor}'")
+    return replace(red, tensor=tensor, colors=(first, second))
+
+
+def _chain(tensor: str, writers: isl.Map, side: Side | None) -> ResidentReduction | None:
+    """The chain combining the partial results ``writers`` (element -> PEs) along
+    segments of rows (``side`` "E") or columns ("S"), or of whichever one line all
+    sharing PEs lie on (``None``); ``None`` when they do not form such segments."""
     elements = writers.reverse()
     sharing = elements.apply_range(writers)  # PE -> PEs holding partials of its elements
-    deltas = sharing.deltas()
     zero = isl.Val.int_from_si(CTX, 0)
+    if side is not None:
+        sharing = sharing.intersect(same_line(side))
+    deltas = sharing.deltas()
     keep_x = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
         isl.dim_type.set, 0, zero))
     keep_y = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
         isl.dim_type.set, 1, zero))
-    side: Side = "S" if keep_x else "E"
+    if side is None:
+        if not (keep_x or keep_y):
+            return None
+        side = "S" if keep_x else "E"
     first, last = sharing.lexmin(), sharing.lexmax()
     along = 1 if side == "S" else 0
     consistent = elements.is_equal(first.apply_range(elements))
     contiguous = sharing.is_equal(_between(first, last, along))
-    if not (keep_x or keep_y) or not consistent or not contiguous:
-        raise unsupported(
-            tensor,
-            f"{what} '{tensor}': element {_fmt(tensor, e)} is computed on "
-            f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}, and the PEs sharing elements do not "
-            "form segments of one row or column holding the same elements; combining "
-            "those partial results is not supported yet")
+    if not consistent or not contiguous:
+        return None
     bound = first.bind_domain(poly.multi_id(first.get_space().domain(), poly.PE_NAMES))
     start = bound.as_pw_multi_aff().get_pw_aff(along)
     here = _param_aff(start, poly.PE_NAMES[along])
     position = here.sub(start).coalesce()
     is_last = isl.Map.identity(_pe_map_space()).intersect(last)
     last_set = is_last.domain().bind(poly.multi_id(_pe_space(), poly.PE_NAMES)).params()
-    first_color = colors.take(f"resident output '{tensor}'")
-    second_color = colors.take(f"resident output '{tensor}'")
-    return ResidentReduction(tensor, side, (first_color, second_color), elements, position,
-                             last_set)
+    return ResidentReduction(tensor, side, (0, 0), elements, position, last_set)
 
 
 def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:
@@ -903,10 +932,8 @@ def _exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.Map]
                                            pstmt.domain)
                 needed = rel if needed is None else needed.union(rel)
         assert produced is not None and needed is not None
-        combine = _combine_partials(tensor.name, produced, needed, model, mapping, compute,
-                                    colors)
-        if combine is not None:
-            combines.append(combine)
+        combines.extend(_combine_partials(tensor.name, produced, needed, model, mapping,
+                                          compute, colors))
         missing = needed.subtract(produced)
         if missing.is_empty():
             continue
@@ -938,7 +965,7 @@ def _exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.Map]
 
 def _combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
                       mapping: Mapping, compute: Region, colors: _Colors
-                      ) -> ResidentReduction | None:
+                      ) -> list[ResidentReduction]:
     """A statement may read an internal element only once it is complete. When elements
     have partial results on several PEs (an FC layer's ``y = W x`` split along a row),
     they are combined along each segment of PEs holding them, as for resident outputs,
@@ -948,15 +975,16 @@ def _combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: Po
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     partial = needed.intersect_range(several)
     if partial.is_empty():
-        return None
-    red = _resident_reduction(tensor, model, mapping, compute, colors, what="internal tensor")
-    assert red is not None  # some element has several writers
-    kept = red.elements.intersect_domain(_bound_pe_set(red.last))
+        return []
+    chains = _resident_reduction(tensor, model, mapping, compute, colors,
+                                 what="internal tensor")
+    final = chains[-1]  # some element has several writers, so there is a chain
+    kept = final.elements.intersect_domain(_bound_pe_set(final.last))
     kept, partial = poly.align_params(kept, partial)
     if partial.is_subset(kept):
-        return red
+        return chains
     _reject_partial_reads(tensor, partial.subtract(kept), writers, compute)
-    return None
+    return []
 
 
 def _bound_pe_set(params: isl.Set) -> isl.Set:

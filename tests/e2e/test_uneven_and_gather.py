@@ -1,5 +1,7 @@
-"""Uneven tiles (the last tile smaller) and finished outputs gathered along a line
-(issue 10): compiled and verified exactly, with and without SIMD."""
+"""Data movement beyond one line (issue 10): uneven tiles (the last tile smaller),
+finished outputs gathered along a line, kernels inside a larger rectangle, and sums over
+a 2-D grid of tiles (rows first, then the column of row totals); compiled and verified
+exactly, with and without SIMD."""
 
 from __future__ import annotations
 
@@ -13,6 +15,17 @@ from pesim.run import run_program
 GEMV_30x18 = """
 lair gemv<T=float16>(): T W[30][18], T x[18] -> T y[30]
 { all (i, j) in (30, 18) y[i] += W[i][j] * x[j] }
+"""
+GRID_SUM = """
+lair total<T=float16>(): T A[8][8], T B[8][8] -> T s[2]
+{ all (k, i, j) in (2, 8, 8) s[k] += A[i][j] * B[i][j] }
+"""
+GRID_MAP = """
+rectangle {{ PE[{n}, {n}] }}
+placement {{ total[k, i, j] -> PE[j//{t}, i//{t}] }}
+input  A resident
+input  B resident
+output s resident
 """
 CASES = {
     # 30 rows in tiles of 8 (the last has 6), 18 columns in tiles of 5 (the last has 3).
@@ -57,6 +70,21 @@ CASES = {
         input  x dense { x[j = 0:17] -> [PE[1 + j//5, -1] -> index[j mod 5]] }
         input  W resident
         output y dense { y[i = 0:29] -> [PE[5, 1 + i//8] -> index[i mod 8]] }
+        """),
+    # Two dot products over 8 x 8 matrices tiled 2 x 2 and 3 x 3 (uneven): every PE holds
+    # a partial sum of both; rows combine eastwards, then the east column southwards.
+    "grid_sum_2x2": (GRID_SUM, GRID_MAP.format(n=2, t=4)),
+    "grid_sum_3x3_uneven": (GRID_SUM, GRID_MAP.format(n=3, t=3)),
+    # The same sums read by a ReLU on the PE that keeps the totals.
+    "grid_sum_then_relu": (GRID_SUM + """
+        lair relu<T=float16>(): T s[2] -> T r[2]
+        { all (k) in (2) r[k] = max(s[k], 0) }
+        """, """
+        rectangle { PE[2, 2] }
+        placement { total[k, i, j] -> PE[j//4, i//4]; relu[k] -> PE[1, 1] }
+        input  A resident
+        input  B resident
+        output r resident
         """),
     # A vector computed down a column, streamed out north.
     "vector_gathered_north": ("""
