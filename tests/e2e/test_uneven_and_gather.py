@@ -86,6 +86,17 @@ CASES = {
         input  B resident
         output r resident
         """),
+    # x enters at one PE in a permuted order and adapters spread it to the columns.
+    "permuted_order_through_adapters": ("""
+        lair gemv<T=float16>(): T W[16][16], T x[16] -> T y[16]
+        { all (i, j) in (16, 16) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[4, 5] }
+        placement { gemv[i, j] -> PE[j//4, 1 + i//4] }
+        input  x sparse { x[j = 0:15] -> [PE[0, -1] -> index[(j mod 4) * 4 + j // 4]] }
+        input  W resident
+        output y dense { y[i = 0:15] -> [PE[4, 1 + i//4] -> index[i mod 4]] }
+        """),
     # A vector computed down a column, streamed out north.
     "vector_gathered_north": ("""
         lair v<T=float16>(): T a[12] -> T b[12]
