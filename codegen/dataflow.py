@@ -166,15 +166,7 @@ class _Check:
             if tensor == task.trigger:
                 continue
             used = poly.elements_per_pe(placed, access)  # PE -> element
-            local = self.memory.of(tensor)
-            if local is None:
-                raise self.fail(f"{pstmt.name} accesses '{tensor}' from memory, but it has no "
-                                "local array", used)
-            box = poly.box_map(local.array.box)
-            used_a, box = poly.align_params(used, box)
-            if not used_a.is_subset(box):
-                raise self.fail(f"{pstmt.name} accesses elements of '{tensor}' outside its "
-                                f"local array {local.name}", used_a.subtract(box))
+            self.in_array(tensor, used, f"{pstmt.name} accesses elements of '{tensor}'")
             if tensor == target:
                 continue
             flow = self.tg.input_flow(tensor)
@@ -208,7 +200,7 @@ class _Check:
         read_partial = used.intersect_range(partial)
         combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
         if combine is not None:  # the totals are on the segment's last PE, read there
-            kept = combine.elements.intersect_domain(_pe_set(combine.last))
+            kept = combine.elements.intersect_domain(poly.pe_set(combine.last))
             kept, read_partial = poly.align_params(kept, read_partial)
             read_partial = read_partial.subtract(kept)
         if not read_partial.is_empty():
@@ -280,7 +272,7 @@ class _Check:
             raise self.fail(f"resident output '{tensor}' has partial results on several PEs "
                             "and nothing combines them",
                             writers.intersect_domain(several).reverse())
-        keeps = _pe_set(red.last)
+        keeps = poly.pe_set(red.last)
         writers, keeps = poly.align_params(writers, keeps)
         kept = writers.intersect_range(keeps)
         if not (kept.is_single_valued() and kept.domain().is_equal(writers.domain())):
@@ -290,15 +282,19 @@ class _Check:
     def chain_reads(self, tensor: str, sent: isl.Map) -> None:
         """Every PE of an output chain reads the elements of its line from its local
         array: its partial result, or the neutral value where it computes none."""
+        self.in_array(tensor, sent, f"a PE of the chain of output '{tensor}' reads elements")
+
+    def in_array(self, tensor: str, used: isl.Map, what: str) -> None:
+        """The elements ``used`` (PE -> element) lie in each PE's local array of
+        ``tensor``."""
         local = self.memory.of(tensor)
         if local is None:
-            raise self.fail(f"output '{tensor}' is sent from memory, but it has no local "
-                            "array", sent)
+            raise self.fail(f"{what} from memory, but it has no local array", used)
         box = poly.box_map(local.array.box)
-        sent, box = poly.align_params(sent, box)
-        if not sent.is_subset(box):
-            raise self.fail(f"output '{tensor}': a PE of its chain reads elements outside "
-                            f"its local array {local.name}", sent.subtract(box))
+        used, box = poly.align_params(used, box)
+        if not used.is_subset(box):
+            raise self.fail(f"{what} outside its local array {local.name}",
+                            used.subtract(box))
 
     # ------------------------------------------------------------------ SIMD
 
@@ -420,10 +416,10 @@ class _Check:
                                 f"instruction access {local.name} out of bounds")
             if tensor != target:
                 continue
-            used = _pe_bound(local.array.per_pe)
+            used = poly.bind_pe(local.array.per_pe)
             flow = self.tg.output_flow(tensor)
             if flow is not None and flow.chain:  # a chain also sends what a PE did not write
-                sent = _pe_bound(flow.sent_by().intersect_domain(flow.senders))
+                sent = poly.bind_pe(flow.sent_by().intersect_domain(flow.senders))
                 used, sent = poly.align_params(used, sent)
                 used = used.union(sent)
             used, to_local = poly.align_params(used, local.to_local_bound)
@@ -484,12 +480,6 @@ def _several_valued(rel: isl.Map) -> isl.Set:
     return rel.lexmax().subtract(rel.lexmin()).domain()
 
 
-def _pe_set(params: isl.Set) -> isl.Set:
-    """A set over ``PE_X``, ``PE_Y`` as ``{ PE[x, y] }``."""
-    pe = isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
-    return params.unbind_params(poly.multi_id(pe, poly.PE_NAMES))
-
-
 def _on_domain(value: isl.PwAff, space: isl.Space) -> isl.PwAff:
     """A function of the parameters as a function on the set space ``space``."""
     value = value.align_params(space)
@@ -498,8 +488,3 @@ def _on_domain(value: isl.PwAff, space: isl.Space) -> isl.PwAff:
     if space.has_tuple_id(isl.dim_type.set):
         spread = spread.set_tuple_id(isl.dim_type.in_, space.get_tuple_id(isl.dim_type.set))
     return spread
-
-
-def _pe_bound(rel: isl.Map) -> isl.Set:
-    """``PE -> x`` with the PE bound to ``PE_X``, ``PE_Y``: a set of ``x`` over them."""
-    return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))

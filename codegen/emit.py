@@ -176,11 +176,6 @@ def _bind_leading(s: isl.Set, names: Sequence[str]) -> isl.Set:
     return moved
 
 
-def _bind_pe(rel: isl.Map) -> isl.Set:
-    """``PE -> X`` with the PE bound to ``PE_X``/``PE_Y``: a set of X over those."""
-    return rel.bind_domain(poly.multi_id(rel.get_space().domain(), poly.PE_NAMES))
-
-
 # ---------------------------------------------------------------------- adapters
 
 
@@ -365,7 +360,7 @@ class _ComputeBuilder:
                 continue
             per_pe = poly.elements_per_pe(self.tg.placement_of(pstmt.name), pstmt.write,
                                           pstmt.domain)
-            elements = _bind_pe(per_pe)
+            elements = poly.bind_pe(per_pe)
             result = elements if result is None else result.union(elements)
         return result
 
@@ -508,7 +503,7 @@ class _ComputeBuilder:
             # (the groups are counted by end marks) from the group's first index.
             counter = f"n_{flow.tensor}"
             self.ints.append(IntVar(counter))
-            arrivals = _bind_pe(flow.arrivals())
+            arrivals = poly.bind_pe(flow.arrivals())
             outer = poly.index_names(flow.index_dims)[:-1]
             if outer:
                 arrivals = _bind_leading(arrivals, outer)
@@ -535,11 +530,11 @@ class _ComputeBuilder:
         local = self.memory.of(flow.tensor)
         if local is None:
             raise CompilerBug(f"'{flow.tensor}' is kept in memory but has no local array")
-        reaching = _bind_pe(flow.reaching().reverse())
+        reaching = poly.bind_pe(flow.reaching().reverse())
         order = flow.order.reverse()
         with_index = order.bind_domain(poly.multi_id(order.get_space().domain(),
                                                      poly.index_names(flow.index_dims)))
-        needed = _bind_pe(local.array.per_pe)
+        needed = poly.bind_pe(local.array.per_pe)
         arriving, with_index = poly.align_params(reaching, with_index)
         arriving = arriving.intersect(with_index)
         arriving, needed = poly.align_params(arriving, needed)
@@ -560,7 +555,7 @@ class _ComputeBuilder:
         arrivals = flow.arrivals()
         n = flow.index_dims
         outer = arrivals.project_out(isl.dim_type.out, n - 1, 1)
-        per_pe = _bind_pe(outer)
+        per_pe = poly.bind_pe(outer)
         rect = poly.rectangularity(per_pe)
         if not rect.rectangular or rect.constant_size is None:
             raise unsupported(flow.tensor,
@@ -659,7 +654,7 @@ class _ComputeBuilder:
         keep = _guarded(inside, [Store(Load(local.name, tuple(where)), "=", FValue())])
 
         # Send: the elements this PE computed, with their flat index.
-        produced = _bind_pe(ex.produced).set_tuple_name(t)
+        produced = poly.bind_pe(ex.produced).set_tuple_name(t)
 
         def send(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
             flat: IExpr = IConst(0)
@@ -692,7 +687,7 @@ class _ComputeBuilder:
         if local is None:
             raise CompilerBug(f"'{red.tensor}' has partial results but no local array")
         context = self.region.context()
-        held = _bind_pe(red.elements)
+        held = poly.bind_pe(red.elements)
         held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))
         positions = held.apply(to_local)
         rect = poly.rectangularity(positions, index=())
@@ -784,7 +779,7 @@ class _ComputeBuilder:
             raise CompilerBug(f"output '{out.tensor}' has no local array")
         context = self.region.context()
         order = out.relation.range_factor_range()
-        elements = _bind_pe(out.sent_by())  # elements sent by this PE, over PE_X, PE_Y
+        elements = poly.bind_pe(out.sent_by())  # elements sent by this PE, over PE_X, PE_Y
         k_to_t = order.reverse().intersect_range(elements)
         to_local = isl.Map.from_multi_aff(local.array.to_local_bound)
         k_to_t, to_local = poly.align_params(k_to_t, to_local)

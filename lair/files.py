@@ -78,10 +78,9 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def check_input_file(path: str | Path) -> Path:
-    """``path`` as a Path, or an error unless it is an existing regular file (a directory,
-    a device or a pipe is refused before it is opened: reading one could block forever)."""
-    path = Path(path)
+def stat_input(path: Path) -> os.stat_result:
+    """The status of an input file, or an error when it is missing, unreadable or a
+    directory (checked before opening: reading a directory or a pipe could block)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -90,6 +89,14 @@ def check_input_file(path: str | Path) -> Path:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{path} is a directory, expected a file")
+    return info
+
+
+def check_input_file(path: str | Path) -> Path:
+    """``path`` as a Path, or an error unless it is an existing regular file (a directory,
+    a device or a pipe is refused before it is opened: reading one could block forever)."""
+    path = Path(path)
+    info = stat_input(path)
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path} is not a regular file (a device, pipe or socket)")
     return path

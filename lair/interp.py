@@ -88,17 +88,22 @@ def _run_statement(graph: Graph, stmt: Stmt, values: Mapping[str, np.ndarray]) -
 
         result = _evaluate(stmt.value, values, index, dtype)
         result = np.broadcast_to(np.asarray(result, dtype=dtype), flat.shape)
-        where = index(stmt.target.tensor)
-        dest = out
-        if not where:  # rank-0 target: scatter into a one-element view
-            dest, where = out.reshape(1), (np.zeros(flat.shape, dtype=np.intp),)
-        if stmt.op == "=":
-            dest[where] = result
-        elif stmt.op == "+=":
-            np.add.at(dest, where, result)
-        else:
-            np.maximum.at(dest, where, result)
+        _scatter(out, index(stmt.target.tensor), result, stmt.op)
     return out
+
+
+def _scatter(out: np.ndarray, where: tuple[Any, ...], values: np.ndarray, op: str) -> None:
+    """Store (``=``) or accumulate (``+=``, ``max=``) ``values`` into ``out[where]``; a
+    rank-0 target (no index) scatters into a one-element view."""
+    dest = out
+    if not where:
+        dest, where = out.reshape(1), (np.zeros(values.shape, dtype=np.intp),)
+    if op == "=":
+        dest[where] = values
+    elif op == "+=":
+        np.add.at(dest, where, values)
+    else:
+        np.maximum.at(dest, where, values)
 
 
 def _evaluate(value: Value, values: Mapping[str, np.ndarray], index: Any, dtype: Any) -> Any:
@@ -184,16 +189,7 @@ def magnitude_bounds(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, Bound
             value, inner = _bound(stmt.value, bounds, index)
             peak = max(peak, inner)
             value = np.broadcast_to(np.asarray(value, dtype=np.float64), flat.shape)
-            where = index(stmt.target.tensor)
-            dest = out
-            if not where:
-                dest, where = out.reshape(1), (np.zeros(flat.shape, dtype=np.intp),)
-            if stmt.op == "=":
-                dest[where] = value
-            elif stmt.op == "+=":
-                np.add.at(dest, where, value)
-            else:
-                np.maximum.at(dest, where, value)
+            _scatter(out, index(stmt.target.tensor), value, stmt.op)
         if out.size:
             peak = max(peak, float(out.max()))
         bounds[stmt.target.tensor] = out

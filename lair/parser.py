@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -20,6 +19,7 @@ from lark.exceptions import (
 
 from lair import ast
 from lair.diagnostics import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
+from lair.files import stat_input
 from lair.limits import (
     MAX_INPUT_BYTES,
     MAX_INT,
@@ -140,14 +140,7 @@ def read_source(path: str | Path) -> str:
     huge file costs nothing; FIFOs and devices are refused before they are opened (an
     open FIFO would block)."""
     path = Path(path)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise InputError(f"{path} is a directory, expected a file")
+    info = stat_input(path)
     if not stat.S_ISREG(info.st_mode):
         raise InputError("not a regular file (a device, pipe or socket); expected a text file",
                          SourceLoc(str(path), 1, 1))

@@ -186,6 +186,17 @@ def _space_name(space: isl.Space) -> str:
     return f"{name or ''}[{space.dim(_dt.set)} dims]"
 
 
+def bind_pe(rel: isl.Map) -> isl.Set:
+    """``PE -> x`` with the PE bound to ``PE_X``/``PE_Y``: a set of ``x`` over them."""
+    return rel.bind_domain(multi_id(rel.get_space().domain(), PE_NAMES))
+
+
+def pe_set(params: isl.Set) -> isl.Set:
+    """A condition on ``PE_X``, ``PE_Y`` as the set ``{ PE[x, y] }`` it selects."""
+    space = isl.Space.set_alloc(params.get_ctx(), 0, 2).set_tuple_name(_dt.set, "PE")
+    return params.unbind_params(multi_id(space, PE_NAMES))
+
+
 def bind_placement(placement: isl.Map, domain: isl.Set | None = None) -> isl.Set:
     """Instances run by the PE ``(PE_X, PE_Y)``: the placement's range bound (eq. (11))."""
     if placement.dim(_dt.out) != 2:

@@ -698,7 +698,7 @@ def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute
             if red is None:
                 break
             chains.append(red)
-            held = held.intersect_range(_bound_pe_set(red.last))
+            held = held.intersect_range(poly.pe_set(red.last))
         else:
             if held.is_single_valued():
                 return [_colored(red, tensor, colors) for red in chains]
@@ -979,17 +979,12 @@ def _combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: Po
     chains = _resident_reduction(tensor, model, mapping, compute, colors,
                                  what="internal tensor")
     final = chains[-1]  # some element has several writers, so there is a chain
-    kept = final.elements.intersect_domain(_bound_pe_set(final.last))
+    kept = final.elements.intersect_domain(poly.pe_set(final.last))
     kept, partial = poly.align_params(kept, partial)
     if partial.is_subset(kept):
         return chains
     _reject_partial_reads(tensor, partial.subtract(kept), writers, compute)
     return []
-
-
-def _bound_pe_set(params: isl.Set) -> isl.Set:
-    """A set over ``PE_X``, ``PE_Y`` as ``{ PE[x, y] }``."""
-    return params.unbind_params(poly.multi_id(_pe_space(), poly.PE_NAMES))
 
 
 def _reject_partial_reads(tensor: str, partial: isl.Map, writers: isl.Map,
