@@ -38,7 +38,7 @@ from codegen.simd import (
 )
 from lair.diagnostics import CompilerBug
 from lair.graph import vanishes_with
-from lair.lower import CTX, PolyStatement, point_coordinates
+from lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from mapping import poly
 from mapping.memory import Memory
 from mapping.tasks import PE, InputFlow, Task, TaskGraph, same_line
@@ -82,7 +82,7 @@ class _Check:
         if rel is not None and not rel.is_empty():
             n_pe = int(rel.dim(isl.dim_type.in_))
             n_el = int(rel.dim(isl.dim_type.out))
-            point = point_coordinates(rel.wrap().lexmin().sample_point(), n_pe + n_el)
+            point = point_coordinates(least_point(rel.wrap()), n_pe + n_el)
             pe, element = point[:n_pe], point[n_pe:]
             name = rel.get_tuple_name(isl.dim_type.out) if rel.has_tuple_name(
                 isl.dim_type.out) else ""

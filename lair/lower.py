@@ -60,6 +60,15 @@ def point_coordinates(point: isl.Point, n: int) -> tuple[int, ...]:
     return tuple(point.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(n))
 
 
+def least_point(s: isl.Set) -> isl.Point:
+    """A witness of ``s`` for a message: its lexicographic minimum, or any point where
+    isl 0.27's lexmin fails (it does on some sets with integer divisions)."""
+    try:
+        return s.lexmin().sample_point()
+    except isl.Error:
+        return s.sample_point()
+
+
 @dataclass(frozen=True)
 class PolyStatement:
     """The polyhedral view of one statement: its instances and its accesses."""
@@ -160,7 +169,7 @@ def _check_bounds(stmt: Stmt, acc: TensorAccess, relation: isl.Map, shape: isl.S
     outside = relation.subtract_range(shape)
     if outside.is_empty():
         return
-    point = outside.domain().lexmin().sample_point()
+    point = least_point(outside.domain())
     coords = point_coordinates(point, len(stmt.iterators))
     env = dict(zip(stmt.iterators, coords, strict=True))
     element = ", ".join(str(e.evaluate(env)) for e in acc.index)
@@ -176,7 +185,7 @@ def _check_single_write(stmt: Stmt, write: isl.Map) -> None:
     # Two distinct instances writing one element: a witness from the relation's square.
     square = write.apply_range(write.reverse())
     clash = square.subtract(isl.Map.identity(square.get_space()))
-    pair = clash.wrap().lexmin().sample_point()
+    pair = least_point(clash.wrap())
     n = len(stmt.iterators)
     coords = [pair.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(2 * n)]
     raise LairSemanticError(

@@ -25,7 +25,7 @@ import networkx as nx
 
 from lair.diagnostics import UnsupportedMappingError
 from lair.graph import Stmt, vanishes_with
-from lair.lower import CTX, PolyModel, point_coordinates
+from lair.lower import CTX, PolyModel, least_point, point_coordinates
 from mapping import poly
 from mapping.validate import PE, Mapping, Stream, border_ring
 
@@ -255,7 +255,7 @@ def _fmt(name: str, coords: tuple[int, ...]) -> str:
 
 
 def _witness(s: isl.Set) -> tuple[int, ...]:
-    return point_coordinates(s.lexmin().sample_point(), int(s.dim(isl.dim_type.set)))
+    return point_coordinates(least_point(s), int(s.dim(isl.dim_type.set)))
 
 
 def _side_of(stream: Stream, width: int, height: int) -> Side:

@@ -21,7 +21,7 @@ from lair.limits import (
     number_text,
     offset_loc,
 )
-from lair.lower import CTX, PolyModel, box_set, named_set_space, point_coordinates
+from lair.lower import CTX, PolyModel, box_set, least_point, named_set_space, point_coordinates
 from mapping.spec import Direction, IslText, MappingSpec, TensorSpec
 
 PE = "PE"
@@ -118,7 +118,7 @@ def _fmt(name: str, coords: Sequence[object]) -> str:
 def _sample(s: isl.Set) -> tuple[int, ...]:
     """The lexicographically smallest point: a witness that reads naturally and is stable.
     Only for bounded sets of small numbers (statement instances, tensor elements)."""
-    return point_coordinates(s.lexmin().sample_point(), int(s.dim(isl.dim_type.set)))
+    return point_coordinates(least_point(s), int(s.dim(isl.dim_type.set)))
 
 
 def _pe_space() -> isl.Space:
@@ -152,7 +152,7 @@ def _witness(s: isl.Set) -> tuple[str, ...]:
     for bound in (1 << 4, 1 << 16, MAX_COORD):
         near = s.intersect(_window(s.get_space(), bound))
         if not near.is_empty():
-            return _coords_text(near.lexmin().sample_point())
+            return _coords_text(least_point(near))
     return _coords_text(s.sample_point())
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import islpy as isl
 
 from lair.diagnostics import SimulationError, SourceLoc
+from lair.lower import least_point
 
 PARAMS = ("PE_X", "PE_Y")
 CTX = isl.DEFAULT_CONTEXT
@@ -73,7 +74,7 @@ def outside(s: isl.Set, allowed: isl.Set) -> tuple[int, ...] | None:
     rest = s.subtract(allowed)
     if rest.is_empty():
         return None
-    point = rest.lexmin().sample_point()
+    point = least_point(rest)
     return tuple(point.get_coordinate_val(isl.dim_type.set, k).to_python()
                  for k in range(s.dim(isl.dim_type.set)))
 
@@ -155,4 +156,4 @@ def check_stream(text: str, tensor: str, loc: SourceLoc | None) -> isl.Map:
 
 
 def _first(s: isl.Set) -> str:
-    return str(isl.Set.from_point(s.lexmin().sample_point()))
+    return str(isl.Set.from_point(least_point(s)))
