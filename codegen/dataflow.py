@@ -41,7 +41,8 @@ from lair.graph import vanishes_with
 from lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from mapping import poly
 from mapping.memory import Memory
-from mapping.tasks import PE, InputFlow, Task, TaskGraph, same_line
+from mapping.mesh import same_line
+from mapping.tasks import PE, InputFlow, Task, TaskGraph
 
 
 class DataFlowError(CompilerBug):

@@ -63,10 +63,8 @@ from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
 from mapping import poly
 from mapping.memory import LocalTensor, Memory
+from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
 from mapping.tasks import (
-    ENTRY_PORT,
-    FLOW_PORT,
-    VERTICAL,
     Exchange,
     InputFlow,
     OutputFlow,

@@ -25,15 +25,24 @@ import networkx as nx
 
 from lair.diagnostics import UnsupportedMappingError
 from lair.graph import Stmt, vanishes_with
-from lair.lower import CTX, PolyModel, least_point, point_coordinates
+from lair.lower import CTX, PolyModel
 from mapping import poly
+from mapping.mesh import (
+    FLOW_PORT,
+    SIDE_NAMES,
+    VERTICAL,
+    Side,
+    fmt,
+    inward,
+    pe_box,
+    pe_map_space,
+    pe_space,
+    point,
+    same_line,
+    translate,
+    witness,
+)
 from mapping.validate import PE, Mapping, Stream, border_ring
-
-Side = Literal["N", "S", "W", "E"]
-# The port through which data from a side enters a PE, and the direction it then flows.
-ENTRY_PORT: dict[str, str] = {"N": "N", "S": "S", "W": "W", "E": "E"}
-FLOW_PORT: dict[str, str] = {"N": "S", "S": "N", "W": "E", "E": "W"}
-VERTICAL = ("N", "S")
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ class Region:
 
     def pes(self) -> isl.Set:
         """``{ PE[x, y] }`` in relative coordinates."""
-        return _pe_box(0, self.width - 1, 0, self.height - 1)
+        return pe_box(0, self.width - 1, 0, self.height - 1)
 
     def context(self) -> isl.Set:
         """The known constraints on ``PE_X``, ``PE_Y`` for PEs of this region."""
@@ -56,7 +65,7 @@ class Region:
 
     def to_relative(self) -> isl.Map:
         """``{ PE[x, y] -> PE[x - x0, y - y0] }`` on absolute coordinates."""
-        return _translate(-self.x0, -self.y0)
+        return translate(-self.x0, -self.y0)
 
     def describe(self) -> str:
         return (f"PE[{self.x0}:{self.x0 + self.width - 1}, {self.y0}:{self.y0 + self.height - 1}]")
@@ -197,7 +206,7 @@ class TaskGraph:
 @cache
 def _region_context(width: int, height: int) -> isl.Set:
     """``[PE_X, PE_Y]`` inside a ``width`` x ``height`` region (asked for very often)."""
-    pes = _pe_box(0, width - 1, 0, height - 1)
+    pes = pe_box(0, width - 1, 0, height - 1)
     return poly.bind_range(isl.Map.from_range(pes), poly.PE_NAMES).params()
 
 
@@ -210,59 +219,19 @@ def unsupported(subject: str, message: str) -> UnsupportedMappingError:
 # ---------------------------------------------------------------- small isl helpers
 
 
-def _pe_space() -> isl.Space:
-    return isl.Space.set_alloc(CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE)
-
-
-def _pe_box(x0: int, x1: int, y0: int, y1: int) -> isl.Set:
-    box = isl.Set.universe(_pe_space())
-    for dim, (lo, hi) in enumerate([(x0, x1), (y0, y1)]):
-        box = box.lower_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, lo))
-        box = box.upper_bound_val(isl.dim_type.set, dim, isl.Val.int_from_si(CTX, hi))
-    return box
-
-
-def _pe_map_space() -> isl.Space:
-    return isl.Space.map_from_domain_and_range(_pe_space(), _pe_space())
-
-
-def _translate(dx: int, dy: int) -> isl.Map:
-    space = _pe_map_space()
-    ls = isl.LocalSpace.from_space(_pe_space())
-    affs = isl.AffList.alloc(CTX, 2)
-    for dim, delta in enumerate((dx, dy)):
-        var = isl.Aff.var_on_domain(ls, isl.dim_type.set, dim)
-        affs = affs.add(var.add_constant_val(isl.Val.int_from_si(CTX, delta)))
-    return isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(space, affs))
-
-
-def same_line(side: Side) -> isl.Map:
-    """``{ PE[a, b] -> PE[c, d] }`` with the coordinate across the flow equal."""
-    keep = 0 if side in VERTICAL else 1
-    return isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
-
-
 def _to_line_position(side: Side, fixed: int) -> isl.Map:
     """``{ PE[a, b] -> PE[a, fixed] }`` (vertical flow) or ``PE[fixed, b]`` (horizontal)."""
     keep = 0 if side in VERTICAL else 1
     other = 1 - keep
-    rel = isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
+    rel = isl.Map.universe(pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
     return rel.fix_val(isl.dim_type.out, other, isl.Val.int_from_si(CTX, fixed))
-
-
-def _fmt(name: str, coords: tuple[int, ...]) -> str:
-    return f"{name}[{', '.join(map(str, coords))}]"
-
-
-def _witness(s: isl.Set) -> tuple[int, ...]:
-    return point_coordinates(least_point(s), int(s.dim(isl.dim_type.set)))
 
 
 def _side_of(stream: Stream, width: int, height: int) -> Side:
     ext = stream.external_pes.range()
     lines: dict[Side, isl.Set] = {
-        "N": _pe_box(0, width - 1, -1, -1), "S": _pe_box(0, width - 1, height, height),
-        "W": _pe_box(-1, -1, 0, height - 1), "E": _pe_box(width, width, 0, height - 1),
+        "N": pe_box(0, width - 1, -1, -1), "S": pe_box(0, width - 1, height, height),
+        "W": pe_box(-1, -1, 0, height - 1), "E": pe_box(width, width, 0, height - 1),
     }
     for side, line in lines.items():
         if ext.is_subset(line):
@@ -285,7 +254,7 @@ def _need(model: PolyModel, mapping: Mapping, tensor: str, write: bool) -> isl.M
         result = rel if result is None else result.union(rel)
     if result is None:
         space = isl.Space.map_from_domain_and_range(
-            model.tensor_set(tensor).get_space(), _pe_space())
+            model.tensor_set(tensor).get_space(), pe_space())
         return isl.Map.empty(space)
     return result.coalesce()
 
@@ -335,9 +304,9 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
         busy = placed.intersect(_absolute_pes(peeled))
         if not busy.is_empty():
             raise unsupported(tensor,
-                f"input '{tensor}' needs adapter PEs on the {_SIDE_NAMES[side]} border "
+                f"input '{tensor}' needs adapter PEs on the {SIDE_NAMES[side]} border "
                 f"{peeled.describe()} to spread its elements to the lines that need them, but "
-                f"{_fmt(PE, _witness(busy))} runs statement instances; leave that border "
+                f"{fmt(PE, witness(busy))} runs statement instances; leave that border "
                 "line free of instances")
         adapter_regions[side] = peeled
     # A line peeled before another side's spans that side's line too; its PEs along the
@@ -392,37 +361,34 @@ def _require_defined_outputs(model: PolyModel) -> None:
             continue
         raise UnsupportedMappingError(
             f"output '{tensor.name}': no instance of {pstmt.name} defines "
-            f"{_fmt(tensor.name, _witness(missing))}; outputs the program defines only in "
+            f"{fmt(tensor.name, witness(missing))}; outputs the program defines only in "
             f"part are not supported (the PEs produce only computed elements): make the "
             f"statement define every element of '{tensor.name}', or declare the shape it "
             "defines",
             pstmt.stmt.loc, subject=tensor.name)
 
 
-_SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
-
-
 def _require_entry(stream: Stream, side: Side, compute: Region,
                    adapters: dict[Side, Region], peeled: dict[Side, Region]) -> None:
     """A stream enters (or leaves) the rectangle through the compute region or the adapter
     line of its own side; a PE of another side's adapter line has no route for it."""
-    inward = stream.external_pes.range().apply(_translate(*_inward(side)))
+    entering = stream.external_pes.range().apply(translate(*inward(side)))
     own = _absolute_pes(compute)
     if side in adapters:
         own = own.union(_absolute_pes(adapters[side]))
-    stray = inward.subtract(own)
+    stray = entering.subtract(own)
     if stray.is_empty():
         return
-    pe = _witness(stray)
-    at = isl.Set.from_point(_point(stray.get_space(), pe))
+    pe = witness(stray)
+    at = isl.Set.from_point(point(stray.get_space(), pe))
     other = [s for s, r in peeled.items() if s != side and not _absolute_pes(
         r).intersect(at).is_empty()]
-    owner = (f"the adapter line peeled off the {_SIDE_NAMES[other[0]]} side" if other else
+    owner = (f"the adapter line peeled off the {SIDE_NAMES[other[0]]} side" if other else
              "a corner between adapter lines")
     raise unsupported(
-        stream.tensor, f"{stream.direction} '{stream.tensor}' crosses the {_SIDE_NAMES[side]} "
-        f"border at {_fmt(PE, pe)}, which belongs to {owner}; streams can cross only their "
-        f"own side's adapter line: move its external PEs along the {_SIDE_NAMES[side]} "
+        stream.tensor, f"{stream.direction} '{stream.tensor}' crosses the {SIDE_NAMES[side]} "
+        f"border at {fmt(PE, pe)}, which belongs to {owner}; streams can cross only their "
+        f"own side's adapter line: move its external PEs along the {SIDE_NAMES[side]} "
         "side, away from that corner")
 
 
@@ -435,14 +401,14 @@ def _beside(line: Region, compute: Region, side: Side) -> Region:
 
 
 def _placed_pes(mapping: Mapping) -> isl.Set:
-    result = isl.Set.empty(_pe_space())
+    result = isl.Set.empty(pe_space())
     for _, rel in mapping.placement:
         result = result.union(rel.range())
     return result
 
 
 def _absolute_pes(region: Region) -> isl.Set:
-    return _pe_box(region.x0, region.x0 + region.width - 1,
+    return pe_box(region.x0, region.x0 + region.width - 1,
                    region.y0, region.y0 + region.height - 1)
 
 
@@ -451,7 +417,7 @@ def _peel(region: Region, side: Side, tensor: str) -> tuple[Region, Region]:
     r = region
     if (side in VERTICAL and r.height < 2) or (side not in VERTICAL and r.width < 2):
         raise unsupported(tensor, f"input '{tensor}' needs adapter PEs on the "
-                          f"{_SIDE_NAMES[side]} border of {r.describe()} to spread its elements "
+                          f"{SIDE_NAMES[side]} border of {r.describe()} to spread its elements "
                           "to the lines that need them, but the rectangle has no line to spare "
                           "there; add a free line on that side")
     if side == "N":
@@ -520,12 +486,12 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     new_source = need.apply_range(_to_line_position(side, entry))
     per_source = new_source.reverse().apply_range(stream.order)
     if stream.kind == "dense" and not poly.index_gaps(per_source).is_empty():
-        point = _witness(poly.index_gaps(per_source))
+        point = witness(poly.index_gaps(per_source))
         line = "column" if side in VERTICAL else "row"
         raise unsupported(
             tensor, f"dense input '{tensor}' needs adapters, and the indices of the elements "
-            f"that go down the {line} of {_fmt(PE, _absolute(compute, point[:2]))} skip "
-            f"{_fmt('index', point[2:])}; a dense wavelet carries no index, so its receivers "
+            f"that go down the {line} of {fmt(PE, _absolute(compute, point[:2]))} skip "
+            f"{fmt('index', point[2:])}; a dense wavelet carries no index, so its receivers "
             "count them: give the elements each line needs consecutive indices, or make the "
             "stream sparse")
     box = poly.range_box_hull(per_source)
@@ -547,7 +513,7 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             f"input '{tensor}' arrives from several external PEs ({sources}) and needs "
             "adapters; adapters spread a stream that enters at one PE")
     line_rel = adapter_line.to_relative()
-    src_rel = _witness(sources.apply(line_rel))
+    src_rel = witness(sources.apply(line_rel))
     source_pos = src_rel[keep]
     targets = line_of.range()
     span = (int(targets.dim_min_val(0).to_python()), int(targets.dim_max_val(0).to_python()))
@@ -564,7 +530,7 @@ def _input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     # receives the stream (some lines may get no element).
     keep_box = (span, (0, compute.height - 1)) if side in VERTICAL else (
         (0, compute.width - 1), span)
-    reach = _pe_box(keep_box[0][0], keep_box[0][1], keep_box[1][0], keep_box[1][1])
+    reach = pe_box(keep_box[0][0], keep_box[0][1], keep_box[1][0], keep_box[1][1])
     at_pe = isl.Map.from_multi_aff(box.offset).intersect_domain(
         _entry_pe(side, entry)).range().as_pw_multi_aff()
     wire_offset = tuple(at_pe.get_pw_aff(k) for k in range(at_pe.dim(isl.dim_type.out)))
@@ -584,11 +550,11 @@ def _require_consecutive(stream: Stream, tensor: str) -> None:
     gaps = poly.index_gaps(sent)
     if gaps.is_empty():
         return
-    point = _witness(gaps)
+    point = witness(gaps)
     pe, index = point[:2], point[2:]
     raise unsupported(
-        tensor, f"dense input '{tensor}': the indices {_fmt(PE, pe)} sends skip "
-        f"{_fmt('index', index)}; a dense wavelet carries no index, so its receivers number "
+        tensor, f"dense input '{tensor}': the indices {fmt(PE, pe)} sends skip "
+        f"{fmt('index', index)}; a dense wavelet carries no index, so its receivers number "
         "the elements of each external PE by counting: give them consecutive indices "
         "(in the innermost index dimension), or make the stream sparse")
 
@@ -597,9 +563,9 @@ def _entry_pe(side: Side, entry: int) -> isl.Set:
     """``[PE_X, PE_Y] -> { PE[PE_X, entry] }`` (or ``PE[entry, PE_Y]``): the external PE
     feeding the line of the PE with those coordinates."""
     keep = 0 if side in VERTICAL else 1
-    pe = isl.Set.universe(_pe_space()).fix_val(
+    pe = isl.Set.universe(pe_space()).fix_val(
         isl.dim_type.set, 1 - keep, isl.Val.int_from_si(CTX, entry))
-    coordinate = isl.Map.identity(_pe_space().map_from_set()).project_out(
+    coordinate = isl.Map.identity(pe_space().map_from_set()).project_out(
         isl.dim_type.out, 1 - keep, 1)
     bound = coordinate.bind_range(poly.multi_id(coordinate.get_space().range(),
                                                 [poly.PE_NAMES[keep]]))
@@ -636,12 +602,12 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     line = dst.apply_range(same_line(side)).intersect_range(compute.pes())
     if not writers.is_subset(line):
         off = writers.subtract(line).domain()
-        e = _witness(off)
+        e = witness(off)
         raise unsupported(tensor,
-            f"output '{tensor}': element {_fmt(tensor, e)} is computed outside the "
+            f"output '{tensor}': element {fmt(tensor, e)} is computed outside the "
             f"{'row' if side not in VERTICAL else 'column'} of the external PE it leaves to; "
-            f"it would need a flow across lines towards the {_SIDE_NAMES[side]} side")
-    edge = dst.apply_range(_translate(*_inward(side))).intersect_range(compute.pes())
+            f"it would need a flow across lines towards the {SIDE_NAMES[side]} side")
+    edge = dst.apply_range(translate(*inward(side))).intersect_range(compute.pes())
     # Computed only next to the side: sent from there. Otherwise every PE of the line
     # takes part in a chain towards the side; PEs that compute no part of an element
     # add the neutral value their local array holds.
@@ -651,10 +617,6 @@ def _output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     senders = line.range() if chain else writers.range()
     last = _last_color(side, compute, (first, second)) if chain else first
     return OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain, senders)
-
-
-def _inward(side: Side) -> tuple[int, int]:
-    return {"N": (0, 1), "S": (0, -1), "W": (1, 0), "E": (-1, 0)}[side]
 
 
 def chain_length(side: Side, region: Region) -> int:
@@ -703,13 +665,13 @@ def _resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute
             if held.is_single_valued():
                 return [_colored(red, tensor, colors) for red in chains]
     several = writers.lexmax().subtract(writers.lexmin()).domain()
-    e = _witness(several)
-    at = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), e)))
-    pes = [_witness(at.lexmin().range()), _witness(at.lexmax().range())]
+    e = witness(several)
+    at = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), e)))
+    pes = [witness(at.lexmin().range()), witness(at.lexmax().range())]
     raise unsupported(
         tensor,
-        f"{what} '{tensor}': element {_fmt(tensor, e)} is computed on "
-        f"{_fmt(PE, pes[0])} and {_fmt(PE, pes[1])}, and the PEs sharing elements do not "
+        f"{what} '{tensor}': element {fmt(tensor, e)} is computed on "
+        f"{fmt(PE, pes[0])} and {fmt(PE, pes[1])}, and the PEs sharing elements do not "
         "form segments of rows or columns holding the same elements; combining those "
         "partial results is not supported yet")
 
@@ -748,8 +710,8 @@ def _chain(tensor: str, writers: isl.Map, side: Side | None) -> ResidentReductio
     start = bound.as_pw_multi_aff().get_pw_aff(along)
     here = _param_aff(start, poly.PE_NAMES[along])
     position = here.sub(start).coalesce()
-    is_last = isl.Map.identity(_pe_map_space()).intersect(last)
-    last_set = is_last.domain().bind(poly.multi_id(_pe_space(), poly.PE_NAMES)).params()
+    is_last = isl.Map.identity(pe_map_space()).intersect(last)
+    last_set = is_last.domain().bind(poly.multi_id(pe_space(), poly.PE_NAMES)).params()
     return ResidentReduction(tensor, side, (0, 0), elements, position, last_set)
 
 
@@ -763,7 +725,7 @@ def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:
 
 def _between(first: isl.Map, last: isl.Map, along: int) -> isl.Map:
     """``PE -> PE'`` for every PE' of the line segment from ``first(PE)`` to ``last(PE)``."""
-    line = isl.Map.universe(_pe_map_space()).equate(isl.dim_type.in_, 1 - along,
+    line = isl.Map.universe(pe_map_space()).equate(isl.dim_type.in_, 1 - along,
                                                     isl.dim_type.out, 1 - along)
     lower = first.apply_range(_at_least(along))
     upper = last.apply_range(_at_least(along).reverse())
@@ -772,15 +734,8 @@ def _between(first: isl.Map, last: isl.Map, along: int) -> isl.Map:
 
 def _at_least(along: int) -> isl.Map:
     """``PE[a] -> PE[b]`` with ``b >= a`` in coordinate ``along`` (others free)."""
-    return isl.Map.universe(_pe_map_space()).order_le(isl.dim_type.in_, along,
+    return isl.Map.universe(pe_map_space()).order_le(isl.dim_type.in_, along,
                                                       isl.dim_type.out, along)
-
-
-def _point(space: isl.Space, coords: tuple[int, ...]) -> isl.Point:
-    point = isl.Point.zero(space)
-    for k, value in enumerate(coords):
-        point = point.set_coordinate_val(isl.dim_type.set, k, isl.Val.int_from_si(CTX, value))
-    return point
 
 
 # ------------------------------------------------------------------------- tasks
@@ -848,15 +803,15 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
     tasks.extend(compute_tasks)
     for out in outputs:
         detail = ("partial results combined along each line towards the "
-                  f"{_SIDE_NAMES[out.side]} side (reduction chain)" if out.chain else
-                  f"sent from the PEs next to the {_SIDE_NAMES[out.side]} side")
+                  f"{SIDE_NAMES[out.side]} side (reduction chain)" if out.chain else
+                  f"sent from the PEs next to the {SIDE_NAMES[out.side]} side")
         tasks.append(Task(f"out_{out.tensor}", "communication", compute.name, out.senders,
                           trigger=None, detail=detail + ", in the order of eq. (6)"))
     for red in reductions:
         tasks.append(Task(f"combine_{red.tensor}", "communication", compute.name,
                           red.elements.domain(),
                           detail=f"partial results of {red.tensor} flow "
-                                 f"{_SIDE_NAMES[red.side]}wards along each group of PEs "
+                                 f"{SIDE_NAMES[red.side]}wards along each group of PEs "
                                  "holding the same elements; the last PE keeps the total"))
     return tasks, _dependences(model, tasks), tuple(buffered)
 
@@ -937,9 +892,9 @@ def _exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.Map]
         missing = needed.subtract(produced)
         if missing.is_empty():
             continue
-        where = _witness(missing.wrap())
-        what = (f"internal tensor '{tensor.name}': {_fmt(PE, where[:2])} reads "
-                f"{_fmt(tensor.name, where[2:])}, which another PE computes")
+        where = witness(missing.wrap())
+        what = (f"internal tensor '{tensor.name}': {fmt(PE, where[:2])} reads "
+                f"{fmt(tensor.name, where[2:])}, which another PE computes")
         writer = produced.reverse()
         if not writer.is_single_valued():
             raise unsupported(tensor.name, f"{what}, and its elements are computed on several "
@@ -991,16 +946,16 @@ def _reject_partial_reads(tensor: str, partial: isl.Map, writers: isl.Map,
                           compute: Region) -> None:
     """Partial results read where no combination delivers the totals."""
     several = partial.range()
-    where = _witness(partial.wrap())
+    where = witness(partial.wrap())
     pe, element = (where[0] + compute.x0, where[1] + compute.y0), where[2:]
-    on = writers.intersect_domain(isl.Set.from_point(_point(several.get_space(), element)))
-    first, last = _witness(on.lexmin().range()), _witness(on.lexmax().range())
+    on = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), element)))
+    first, last = witness(on.lexmin().range()), witness(on.lexmax().range())
     first = (first[0] + compute.x0, first[1] + compute.y0)
     last = (last[0] + compute.x0, last[1] + compute.y0)
     raise unsupported(
-        tensor, f"internal tensor '{tensor}': {_fmt(PE, pe)} reads {_fmt(tensor, element)}, "
-        f"whose partial results are computed on several PEs ({_fmt(PE, first)} to "
-        f"{_fmt(PE, last)}); combining the partial results of an internal tensor before "
+        tensor, f"internal tensor '{tensor}': {fmt(PE, pe)} reads {fmt(tensor, element)}, "
+        f"whose partial results are computed on several PEs ({fmt(PE, first)} to "
+        f"{fmt(PE, last)}); combining the partial results of an internal tensor before "
         "another statement reads them is supported only on the last PE (east or south "
         "end) of each row or column segment holding them: place the reading statement "
         "there, or the instances that contribute to each element on one PE")

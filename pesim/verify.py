@@ -157,17 +157,25 @@ class _Verifier:
     def streams(self) -> None:
         m = self.module
         ends: dict[tuple[str, int, tuple[int, int]], str] = {}
-        tensors: set[tuple[str, str]] = set()
+        # An input may arrive in parts (on several colors or sides); the parts' elements
+        # are disjoint, so every element is injected once.
+        parts: dict[tuple[str, str], isl.Set] = {}
         for k, s in enumerate(m.streams):
             key = ("stream", str(k))
             if s.direction not in ("input", "output") or s.kind not in ("sparse", "dense"):
                 raise self.fail(f"stream {s.tensor}: direction must be input or output and kind "
                                 "sparse or dense", "stream_head", str(k))
-            if (s.direction, s.tensor) in tensors:
-                raise self.fail(f"{s.direction} stream {s.tensor} is declared twice", *key)
-            tensors.add((s.direction, s.tensor))
             self.color(s.color, f"{s.direction} stream {s.tensor}", "stream_head", str(k))
             rel = check_stream(s.relation, s.tensor, self.locs.get(key))
+            seen = parts.get((s.direction, s.tensor))
+            if seen is not None and s.direction == "output":
+                raise self.fail(f"output stream {s.tensor} is declared twice", *key)
+            if seen is not None and not seen.intersect(rel.domain()).is_empty():
+                raise self.fail(f"input stream {s.tensor} is declared in parts that share "
+                                f"elements ({seen.intersect(rel.domain())}); each element "
+                                "must arrive once", *key)
+            parts[(s.direction, s.tensor)] = rel.domain() if seen is None else seen.union(
+                rel.domain())
             externals = rel.range_factor_domain().range()
             stray = outside(externals, mesh_ring(m.width, m.height))  # before listing them
             if stray is not None:

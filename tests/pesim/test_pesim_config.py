@@ -66,7 +66,8 @@ def with_program(**changes: object) -> object:
 
 @pytest.mark.parametrize("module, message", [
     (replace(GEMV, width=0), r"the mesh PE\[0, 4\] is empty"),
-    (replace(GEMV, streams=(*GEMV.streams, GEMV.streams[0])), "input stream x is declared twice"),
+    (replace(GEMV, streams=(*GEMV.streams, GEMV.streams[0])),
+     "input stream x is declared in parts that share elements"),
     (replace(GEMV, streams=(StreamIO("input", "x", "dense", 0,
                                      "{ x[i = 0:3] -> [PE[1, 1] -> index[i]] }"),)),
      r"arrives from PE\[1, 1\], inside the mesh"),
