@@ -40,9 +40,10 @@ from lair.diagnostics import CompilerBug
 from lair.graph import vanishes_with
 from lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from mapping import poly
+from mapping.flows import InputFlow, Task, TaskGraph
 from mapping.memory import Memory
 from mapping.mesh import same_line
-from mapping.tasks import PE, InputFlow, Task, TaskGraph
+from mapping.validate import PE
 
 
 class DataFlowError(CompilerBug):

@@ -62,9 +62,7 @@ from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
 from mapping import poly
-from mapping.memory import LocalTensor, Memory
-from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
-from mapping.tasks import (
+from mapping.flows import (
     Exchange,
     InputFlow,
     OutputFlow,
@@ -74,6 +72,8 @@ from mapping.tasks import (
     chain_length,
     unsupported,
 )
+from mapping.memory import LocalTensor, Memory
+from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
 
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
 NEUTRAL = {"+=": 0.0, "max=": float("-inf")}

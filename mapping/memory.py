@@ -16,7 +16,7 @@ import islpy as isl
 from codegen.peir import LOCAL_MEMORY_BYTES
 from lair.diagnostics import UnsupportedMappingError
 from mapping import poly
-from mapping.tasks import TaskGraph
+from mapping.flows import TaskGraph
 
 
 @dataclass(frozen=True)

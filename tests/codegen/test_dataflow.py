@@ -18,7 +18,7 @@ from codegen.driver import compile_file, main
 from codegen.pipeline import Compilation, compile_mapping
 from lair.diagnostics import UnsupportedMappingError
 from lair.frontend import program_from_text
-from mapping import poly, tasks
+from mapping import exchanges, inputs, poly, tasks
 from mapping.spec import parse_mapping
 from mapping.validate import validate_mapping
 from pesim.run import run_program
@@ -162,7 +162,7 @@ def test_fc_bias_relu_at_the_line_start_is_rejected_at_the_placement(
 
 def test_the_check_catches_bias_on_partial_sums_without_the_planner_guard(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks, "_combine_partials", lambda *args: [])
+    monkeypatch.setattr(exchanges, "combine_partials", lambda *args: [])
     with pytest.raises(DataFlowError, match=r"bias reads 'y', whose elements have partial "
                        r"results on several PEs.*y\[0\] on PE\[3, 0\]"):
         plan(FC_BIAS_RELU, FC_BIAS_RELU_MAP)
@@ -315,7 +315,7 @@ def test_dense_stream_with_gaps_is_rejected_at_the_stream() -> None:
 
 
 def test_the_check_catches_dense_streams_with_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks, "_require_consecutive", lambda stream, tensor: None)
+    monkeypatch.setattr(inputs, "require_consecutive", lambda stream, tensor: None)
     with pytest.raises(DataFlowError, match="dense stream 'W' reaches a PE with indices that "
                                             r"are not consecutive.*index\[2\] on PE\[0, 1\]"):
         plan("""

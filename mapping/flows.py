@@ -1,0 +1,287 @@
+"""The task graph's vocabulary (paper §4.2): regions, the flows that move data, tasks,
+and the graph that holds them; with the helpers every planner module shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Literal
+
+import islpy as isl
+import networkx as nx
+
+from lair.diagnostics import UnsupportedMappingError
+from lair.lower import CTX, PolyModel
+from mapping import poly
+from mapping.mesh import (
+    VERTICAL,
+    Side,
+    pe_box,
+    pe_map_space,
+    pe_space,
+    same_line,
+    translate,
+)
+from mapping.validate import Mapping
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangle of PEs; code inside it sees coordinates relative to its origin."""
+
+    name: str
+    x0: int
+    y0: int
+    width: int
+    height: int
+
+    def pes(self) -> isl.Set:
+        """``{ PE[x, y] }`` in relative coordinates."""
+        return pe_box(0, self.width - 1, 0, self.height - 1)
+
+    def context(self) -> isl.Set:
+        """The known constraints on ``PE_X``, ``PE_Y`` for PEs of this region."""
+        return _region_context(self.width, self.height)
+
+    def to_relative(self) -> isl.Map:
+        """``{ PE[x, y] -> PE[x - x0, y - y0] }`` on absolute coordinates."""
+        return translate(-self.x0, -self.y0)
+
+    def describe(self) -> str:
+        return (f"PE[{self.x0}:{self.x0 + self.width - 1}, {self.y0}:{self.y0 + self.height - 1}]")
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A line of PEs peeled off a side that spreads a stream to the lines that need it."""
+
+    region: Region
+    side: Side
+    in_color: int
+    source: int  # position of the external source along the line (relative)
+    span: tuple[int, int]  # first and last line position that receives elements
+    target: isl.Set  # params PE_X or PE_Y (position in the line) and index: forward here
+    index_base: tuple[int, ...]  # dense only: the index of the first arriving element
+
+
+@dataclass(frozen=True)
+class InputFlow:
+    """How a streamed input reaches the compute PEs."""
+
+    tensor: str
+    kind: Literal["sparse", "dense"]
+    side: Side
+    external_color: int
+    color: int  # the color compute PEs receive it on
+    relation: isl.Map  # as the compute region receives it (relative coordinates), eq. (5)
+    order: isl.Map  # the mapping's order, in which task instance sets are expressed (§5.1)
+    lines: isl.Set  # compute PEs (relative) that receive it: the lines with a source
+    adapter: Adapter | None
+    groups: int  # end-of-sequence marks each receiving compute PE gets
+    # original index = received index + wire_offset(PE_X, PE_Y), when adapters re-index
+    wire_offset: tuple[isl.PwAff, ...] | None = None
+
+    @property
+    def index_dims(self) -> int:
+        return int(self.order.dim(isl.dim_type.out))
+
+    def reaching(self) -> isl.Map:
+        """``{ t[e] -> PE[x, y] }``: the compute PEs each element passes (its line)."""
+        ext = self.relation.range_factor_domain()
+        return ext.apply_range(same_line(self.side)).intersect_range(self.lines)
+
+    def arrivals(self) -> isl.Map:
+        """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
+        return self.reaching().reverse().apply_range(self.order).coalesce()
+
+    def arrival_context(self) -> isl.Set:
+        """The (PE_X, PE_Y, index...) combinations that occur: the context of task code."""
+        arrivals = self.arrivals()
+        bound = arrivals.bind_range(poly.multi_id(arrivals.get_space().range(),
+                                                  poly.index_names(self.index_dims)))
+        return bound.bind(poly.multi_id(bound.get_space(), poly.PE_NAMES)).params()
+
+
+@dataclass(frozen=True)
+class OutputFlow:
+    """How a streamed output leaves the compute region."""
+
+    tensor: str
+    kind: Literal["sparse", "dense"]
+    side: Side
+    color: int  # color of the last hop into the external PE
+    chain_colors: tuple[int, int]  # alternating colors of a reduction chain (same if none)
+    relation: isl.Map  # relative coordinates, eq. (6)
+    chain: bool  # partial results of every PE in the line are combined on the way
+    senders: isl.Set  # compute PEs (relative) that take part
+
+    def sent_by(self) -> isl.Map:
+        """``{ PE[x, y] -> t[e] }``: the elements whose line each sending PE is in."""
+        dst = self.relation.range_factor_domain()
+        return dst.apply_range(same_line(self.side)).intersect_range(self.senders).reverse()
+
+
+@dataclass(frozen=True)
+class ResidentReduction:
+    """Partial results of a resident output combined along segments of a line: each group
+    of PEs holding partial sums of the same elements passes them towards its last PE
+    (south or east), which keeps the total."""
+
+    tensor: str
+    side: Side  # the direction the partial results flow ("S" or "E")
+    colors: tuple[int, int]
+    elements: isl.Map  # PE -> elements it holds partial results of (relative coordinates)
+    position: isl.PwAff  # over PE_X, PE_Y: place of the PE in its segment, from 0
+    last: isl.Set  # over PE_X, PE_Y: the PEs that keep the totals
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """An internal tensor that PEs of a line must share: every PE of the compute region
+    computes some elements, and PEs need elements computed by others in their row (or
+    column). Each PE in turn, west to east (north to south), sends the elements it
+    computed along the line as (value, flat element index) pairs and an end mark."""
+
+    tensor: str
+    axis: Literal["row", "column"]
+    color: int
+    produced: isl.Map  # PE -> elements it computes (relative coordinates)
+    needed: isl.Map  # PE -> elements it reads
+
+
+@dataclass(frozen=True)
+class Task:
+    """One entry of the task graph, as the compile report shows it."""
+
+    name: str
+    kind: Literal["compute", "communication", "init"]
+    region: str
+    pes: isl.Set
+    statement: str | None = None
+    trigger: str | None = None
+    instances: isl.Set | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    model: PolyModel
+    mapping: Mapping
+    compute: Region
+    adapters: tuple[Adapter, ...]
+    inputs: tuple[InputFlow, ...]
+    outputs: tuple[OutputFlow, ...]
+    reductions: tuple[ResidentReduction, ...]
+    placement: tuple[tuple[str, isl.Map], ...]  # relative to the compute region, eq. (10)
+    tasks: tuple[Task, ...]
+    graph: nx.DiGraph = field(compare=False)
+    buffered: tuple[str, ...] = ()  # streamed inputs also kept in local memory
+    exchanges: tuple[Exchange, ...] = ()  # internal tensors shared along lines
+    # internal tensors whose partial results are combined before a statement reads them
+    combines: tuple[ResidentReduction, ...] = ()
+
+    def placement_of(self, statement: str) -> isl.Map:
+        return dict(self.placement)[statement]
+
+    def input_flow(self, tensor: str) -> InputFlow | None:
+        return next((f for f in self.inputs if f.tensor == tensor), None)
+
+    def output_flow(self, tensor: str) -> OutputFlow | None:
+        return next((f for f in self.outputs if f.tensor == tensor), None)
+
+    def format(self) -> str:
+        lines = [f"compute region {self.compute.describe()}"]
+        for a in self.adapters:
+            lines.append(f"adapter region {a.region.describe()} ({a.side} side)")
+        for name, rel in self.placement:
+            lines.append(f"placement {name}: {rel}")
+        for f in self.inputs:
+            lines.append(f"input {f.tensor} {f.kind} color {f.color}: {f.relation}")
+        for o in self.outputs:
+            lines.append(f"output {o.tensor} {o.kind} color {o.color}: {o.relation}")
+        for t in self.tasks:
+            head = f"task {t.name} ({t.kind}, {t.region}"
+            head += f", statement {t.statement}" if t.statement else ""
+            head += f", trigger {t.trigger}" if t.trigger else ""
+            lines.append(head + f"): pes {t.pes}")
+            if t.instances is not None:
+                lines.append(f"  instances {t.instances}")
+            if t.detail:
+                lines.append(f"  {t.detail}")
+        return "\n".join(lines) + "\n"
+
+
+@cache
+def _region_context(width: int, height: int) -> isl.Set:
+    """``[PE_X, PE_Y]`` inside a ``width`` x ``height`` region (asked for very often)."""
+    pes = pe_box(0, width - 1, 0, height - 1)
+    return poly.bind_range(isl.Map.from_range(pes), poly.PE_NAMES).params()
+
+
+def unsupported(subject: str, message: str) -> UnsupportedMappingError:
+    """The error for a flow the compiler cannot realize, about tensor or statement
+    ``subject``."""
+    return UnsupportedMappingError(message, subject=subject)
+
+
+def accessing_pes(model: PolyModel, mapping: Mapping, tensor: str, write: bool) -> isl.Map:
+    """``{ t[e] -> PE[x, y] }``: PEs that read (or write) each element (absolute)."""
+    result: isl.Map | None = None
+    for stmt in model.statements:
+        if write and stmt.stmt.target.tensor != tensor:
+            continue
+        if not write and tensor not in dict(stmt.reads):
+            continue
+        rel = stmt.access(tensor).reverse().apply_range(mapping.placement_of(stmt.name))
+        result = rel if result is None else result.union(rel)
+    if result is None:
+        space = isl.Space.map_from_domain_and_range(
+            model.tensor_set(tensor).get_space(), pe_space())
+        return isl.Map.empty(space)
+    return result.coalesce()
+
+
+class Colors:
+    def __init__(self, limit: int = 24):
+        self.next, self.limit = 0, limit
+
+    def take(self, what: str) -> int:
+        if self.next >= self.limit:
+            raise UnsupportedMappingError(f"out of colors ({self.limit}) while routing {what}")
+        self.next += 1
+        return self.next - 1
+
+
+def placed_pes(mapping: Mapping) -> isl.Set:
+    result = isl.Set.empty(pe_space())
+    for _, rel in mapping.placement:
+        result = result.union(rel.range())
+    return result
+
+
+def absolute_pes(region: Region) -> isl.Set:
+    return pe_box(region.x0, region.x0 + region.width - 1,
+                   region.y0, region.y0 + region.height - 1)
+
+
+def absolute(region: Region, pe: tuple[int, ...]) -> tuple[int, ...]:
+    return (pe[0] + region.x0, pe[1] + region.y0)
+
+
+def shift_relation(relation: isl.Map, to_rel: isl.Map) -> isl.Map:
+    """Apply ``to_rel`` to the PE inside ``t -> [PE -> index]``."""
+    ident = isl.Map.identity(relation.range().unwrap().range().get_space().map_from_set())
+    return relation.apply_range(to_rel.product(ident))
+
+
+def to_line_position(side: Side, fixed: int) -> isl.Map:
+    """``{ PE[a, b] -> PE[a, fixed] }`` (vertical flow) or ``PE[fixed, b]`` (horizontal)."""
+    keep = 0 if side in VERTICAL else 1
+    other = 1 - keep
+    rel = isl.Map.universe(pe_map_space()).equate(isl.dim_type.in_, keep, isl.dim_type.out, keep)
+    return rel.fix_val(isl.dim_type.out, other, isl.Val.int_from_si(CTX, fixed))
+
+
+def chain_length(side: Side, region: Region) -> int:
+    """Number of PEs in a line that flows towards ``side``."""
+    return region.height if side in VERTICAL else region.width

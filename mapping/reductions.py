@@ -1,0 +1,167 @@
+"""Partial results combined along segments of rows and columns (resident outputs and
+internal tensors read after their reduction)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from lair.lower import CTX, PolyModel
+from mapping import poly
+from mapping.flows import (
+    Colors,
+    Region,
+    ResidentReduction,
+    accessing_pes,
+    unsupported,
+)
+from mapping.mesh import (
+    Side,
+    fmt,
+    pe_map_space,
+    pe_space,
+    point,
+    same_line,
+    witness,
+)
+from mapping.validate import PE, Mapping
+
+
+def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,
+                        colors: Colors, *, what: str = "resident output"
+                        ) -> list[ResidentReduction]:
+    """No chain when every element has one writer; otherwise the chains that combine the
+    partial results: along segments of one row or column, or, for partial results spread
+    over rows and columns (a sum over a 2-D grid of tiles), along rows and then along the
+    column of the row totals (or columns, then the row)."""
+    writers = accessing_pes(model, mapping, tensor, write=True).apply_range(compute.to_relative())
+    if writers.is_single_valued():
+        return []
+    for plan in ((None,), ("E", "S"), ("S", "E")):
+        chains: list[ResidentReduction] = []
+        held = writers
+        for side in plan:
+            red = _chain(tensor, held, side)
+            if red is None:
+                break
+            chains.append(red)
+            held = held.intersect_range(poly.pe_set(red.last))
+        else:
+            if held.is_single_valued():
+                return [_colored(red, tensor, colors) for red in chains]
+    several = writers.lexmax().subtract(writers.lexmin()).domain()
+    e = witness(several)
+    at = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), e)))
+    pes = [witness(at.lexmin().range()), witness(at.lexmax().range())]
+    raise unsupported(
+        tensor,
+        f"{what} '{tensor}': element {fmt(tensor, e)} is computed on "
+        f"{fmt(PE, pes[0])} and {fmt(PE, pes[1])}, and the PEs sharing elements do not "
+        "form segments of rows or columns holding the same elements; combining those "
+        "partial results is not supported yet")
+
+
+def _colored(red: ResidentReduction, tensor: str, colors: Colors) -> ResidentReduction:
+    first = colors.take(f"partial results of '{tensor}'")
+    second = colors.take(f"partial results of '{tensor}'")
+    return replace(red, tensor=tensor, colors=(first, second))
+
+
+def _chain(tensor: str, writers: isl.Map, side: Side | None) -> ResidentReduction | None:
+    """The chain combining the partial results ``writers`` (element -> PEs) along
+    segments of rows (``side`` "E") or columns ("S"), or of whichever one line all
+    sharing PEs lie on (``None``); ``None`` when they do not form such segments."""
+    elements = writers.reverse()
+    sharing = elements.apply_range(writers)  # PE -> PEs holding partials of its elements
+    zero = isl.Val.int_from_si(CTX, 0)
+    if side is not None:
+        sharing = sharing.intersect(same_line(side))
+    deltas = sharing.deltas()
+    keep_x = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 0, zero))
+    keep_y = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 1, zero))
+    if side is None:
+        if not (keep_x or keep_y):
+            return None
+        side = "S" if keep_x else "E"
+    first, last = sharing.lexmin(), sharing.lexmax()
+    along = 1 if side == "S" else 0
+    consistent = elements.is_equal(first.apply_range(elements))
+    contiguous = sharing.is_equal(_between(first, last, along))
+    if not consistent or not contiguous:
+        return None
+    bound = first.bind_domain(poly.multi_id(first.get_space().domain(), poly.PE_NAMES))
+    start = bound.as_pw_multi_aff().get_pw_aff(along)
+    here = _param_aff(start, poly.PE_NAMES[along])
+    position = here.sub(start).coalesce()
+    is_last = isl.Map.identity(pe_map_space()).intersect(last)
+    last_set = is_last.domain().bind(poly.multi_id(pe_space(), poly.PE_NAMES)).params()
+    return ResidentReduction(tensor, side, (0, 0), elements, position, last_set)
+
+
+def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:
+    """The parameter ``name`` as a function on the (parameter) domain of ``like``."""
+    space = like.get_domain_space()
+    pos = space.find_dim_by_name(isl.dim_type.param, name)
+    ls = isl.LocalSpace.from_space(space)
+    return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, pos))
+
+
+def _between(first: isl.Map, last: isl.Map, along: int) -> isl.Map:
+    """``PE -> PE'`` for every PE' of the line segment from ``first(PE)`` to ``last(PE)``."""
+    line = isl.Map.universe(pe_map_space()).equate(isl.dim_type.in_, 1 - along,
+                                                    isl.dim_type.out, 1 - along)
+    lower = first.apply_range(_at_least(along))
+    upper = last.apply_range(_at_least(along).reverse())
+    return line.intersect(lower).intersect(upper)
+
+
+def _at_least(along: int) -> isl.Map:
+    """``PE[a] -> PE[b]`` with ``b >= a`` in coordinate ``along`` (others free)."""
+    return isl.Map.universe(pe_map_space()).order_le(isl.dim_type.in_, along,
+                                                      isl.dim_type.out, along)
+
+
+def combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
+                      mapping: Mapping, compute: Region, colors: Colors
+                      ) -> list[ResidentReduction]:
+    """A statement may read an internal element only once it is complete. When elements
+    have partial results on several PEs (an FC layer's ``y = W x`` split along a row),
+    they are combined along each segment of PEs holding them, as for resident outputs,
+    and the segment's last PE (east or south end) keeps the totals: statements reading
+    them must run there."""
+    writers = produced.reverse()
+    several = writers.lexmax().subtract(writers.lexmin()).domain()
+    partial = needed.intersect_range(several)
+    if partial.is_empty():
+        return []
+    chains = resident_reduction(tensor, model, mapping, compute, colors,
+                                 what="internal tensor")
+    final = chains[-1]  # some element has several writers, so there is a chain
+    kept = final.elements.intersect_domain(poly.pe_set(final.last))
+    kept, partial = poly.align_params(kept, partial)
+    if partial.is_subset(kept):
+        return chains
+    _reject_partial_reads(tensor, partial.subtract(kept), writers, compute)
+    return []
+
+
+def _reject_partial_reads(tensor: str, partial: isl.Map, writers: isl.Map,
+                          compute: Region) -> None:
+    """Partial results read where no combination delivers the totals."""
+    several = partial.range()
+    where = witness(partial.wrap())
+    pe, element = (where[0] + compute.x0, where[1] + compute.y0), where[2:]
+    on = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), element)))
+    first, last = witness(on.lexmin().range()), witness(on.lexmax().range())
+    first = (first[0] + compute.x0, first[1] + compute.y0)
+    last = (last[0] + compute.x0, last[1] + compute.y0)
+    raise unsupported(
+        tensor, f"internal tensor '{tensor}': {fmt(PE, pe)} reads {fmt(tensor, element)}, "
+        f"whose partial results are computed on several PEs ({fmt(PE, first)} to "
+        f"{fmt(PE, last)}); combining the partial results of an internal tensor before "
+        "another statement reads them is supported only on the last PE (east or south "
+        "end) of each row or column segment holding them: place the reading statement "
+        "there, or the instances that contribute to each element on one PE")
