@@ -21,7 +21,7 @@ internal error naming the statement, tensor, element and PE.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from math import prod
 
 import islpy as isl
@@ -62,6 +62,7 @@ def check_data_flow(tg: TaskGraph, memory: Memory,
         if task.kind == "compute" and task.statement is not None:
             check.instances(task)
             check.operands(task)
+    check.once_each()
     for tensor in tg.model.graph.outputs:
         check.output(tensor.name)
     for name, decision in (decisions or {}).items():
@@ -75,6 +76,8 @@ class _Check:
     def __init__(self, tg: TaskGraph, memory: Memory):
         self.tg, self.memory = tg, memory
         self.order = [t.name for t in tg.tasks]
+        # statement -> (task, S[i] -> PE it runs on) of the tasks that run it per arrival
+        self.ran: dict[str, list[tuple[str, isl.Map]]] = {}
 
     # ------------------------------------------------------------- messages
 
@@ -116,7 +119,7 @@ class _Check:
                                 f"{pstmt.name} the placement puts on each PE",
                                 _by_pe(got.subtract(expected).union(expected.subtract(got))))
             return
-        flow = self.tg.input_flow(task.trigger)
+        flow = self.tg.flow_of(task)
         assert flow is not None
         stmt = pstmt.stmt
         if flow.kind == "sparse" and not (stmt.op in ("+=", "=")
@@ -132,13 +135,10 @@ class _Check:
         runs = runs.intersect_domain(arrivals.domain())
         by_instance = runs.reverse()
         ran = by_instance.apply_range(_at_to_pe(k))
-        if not ran.is_equal(placed):
-            missing = placed.subtract(ran)
-            raise self.fail(
-                f"task {task.name} does not run every instance of {pstmt.name} exactly on "
-                f"its PE as '{flow.tensor}' arrives",
-                missing.reverse() if not missing.is_empty() else
-                ran.subtract(placed).reverse())
+        if not ran.is_subset(placed):
+            raise self.fail(f"task {task.name} runs instances of {pstmt.name} away from their "
+                            f"PE as '{flow.tensor}' arrives", ran.subtract(placed).reverse())
+        self.ran.setdefault(pstmt.name, []).append((task.name, ran))
         if not by_instance.is_single_valued():
             raise self.fail(f"task {task.name} runs an instance of {pstmt.name} more than once")
         reads = runs.apply_range(pstmt.read(flow.tensor))
@@ -171,21 +171,44 @@ class _Check:
             self.in_array(tensor, used, f"{pstmt.name} accesses elements of '{tensor}'")
             if tensor == target:
                 continue
-            flow = self.tg.input_flow(tensor)
+            flows = self.tg.input_flows(tensor)
             role = self.tg.model.graph.tensor(tensor).role
-            if flow is not None:
-                self.buffered(pstmt.name, task, flow, used)
+            if flows:
+                self.buffered(pstmt.name, tensor, flows, used)
             elif role == "internal":
                 self.internal(pstmt.name, task, tensor, used)
 
-    def buffered(self, statement: str, task: Task, flow: InputFlow, used: isl.Map) -> None:
-        if flow.tensor not in self.tg.buffered:
-            raise self.fail(f"{statement} reads the streamed '{flow.tensor}' from memory, but "
+    def once_each(self) -> None:
+        """The tasks running a statement per arrival (one per flow of its stream) run
+        every instance on its PE, and no instance in two of them."""
+        for statement, runs in self.ran.items():
+            placed = self.placed(self.tg.model.statement(statement))
+            ran = runs[0][1]
+            for k, (name, rel) in enumerate(runs[1:], 1):
+                for other, seen in runs[:k]:
+                    both = seen.intersect(rel)
+                    if not both.is_empty():
+                        raise self.fail(f"tasks {other} and {name} both run instances of "
+                                        f"{statement}", both.reverse())
+                ran = ran.union(rel)
+            if not ran.is_equal(placed):
+                who = (f"task {runs[0][0]} does" if len(runs) == 1 else
+                       f"tasks {', '.join(n for n, _ in runs)} do")
+                raise self.fail(f"{who} not run every instance of {statement} on its PE",
+                                placed.subtract(ran).reverse())
+
+    def buffered(self, statement: str, tensor: str, flows: Sequence[InputFlow],
+                 used: isl.Map) -> None:
+        if tensor not in self.tg.buffered:
+            raise self.fail(f"{statement} reads the streamed '{tensor}' from memory, but "
                             "nothing keeps it there", used)
-        reached = flow.reaching().reverse()
+        reached = flows[0].reaching()
+        for flow in flows[1:]:
+            reached = reached.union(flow.reaching())
+        reached = reached.reverse()
         used, reached = poly.align_params(used, reached)
         if not used.is_subset(reached):
-            raise self.fail(f"{statement} reads elements of '{flow.tensor}' that never reach "
+            raise self.fail(f"{statement} reads elements of '{tensor}' that never reach "
                             "its PE", used.subtract(reached))
 
     def writers(self, tensor: str) -> tuple[isl.Map, PolyStatement]:

@@ -57,6 +57,7 @@ from codegen.peir import (
     StreamIO,
     Task,
 )
+from codegen.routes import tree_routes
 from codegen.simd import Operand, SimdDecision, flat_aff, flatten, row_major
 from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
@@ -84,8 +85,8 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
          simd: bool = True, simd_fill: bool = True, simd_output: bool = True) -> PeModule:
     """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
     ``simd_fill``/``simd_output`` use SIMD for initialization and output tasks."""
-    streams = [StreamIO("input", s.tensor, s.kind, f.external_color, str(s.relation))
-               for f in tg.inputs for s in [tg.mapping.stream(f.tensor)] if s is not None]
+    streams = [StreamIO("input", f.tensor, f.kind, f.external_color, str(f.stream_relation))
+               for f in tg.inputs if f.stream_relation is not None]
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = _adapter_programs(tg)
@@ -264,16 +265,16 @@ def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
     if flow.kind == "sparse":
         body = list(_guarded(target, [Send(flow.color, FValue(), new_index)]))
     else:
-        counter = f"n_{flow.tensor}"
+        counter = f"n_{flow.name}"
         ints.append(IntVar(counter))
         index = IBin("+", IConst(a.index_base[0]), IVar(counter))
         body = list(substitute_stmts(_guarded(target, [Send(flow.color, FValue())]),
                                      {"index": index}))
         body.append(SetInt(counter, "+=", IConst(1)))
     tasks = [
-        Task(f"spread_{flow.tensor}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
+        Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
         # Adapters outside the span (the source's side of it) only pass the mark along.
-        Task(f"end_{flow.tensor}", "control", _guarded(in_span, [SendEnd(flow.color)]),
+        Task(f"end_{flow.name}", "control", _guarded(in_span, [SendEnd(flow.color)]),
              a.in_color),
     ]
     return routes, ints, tasks
@@ -394,7 +395,7 @@ class _ComputeBuilder:
         task = next(t for t in self.tg.tasks if t.name == task_name)
         assert task.statement is not None and task.instances is not None
         pstmt = self.tg.model.statement(task.statement)
-        flow = self.tg.input_flow(task.trigger) if task.trigger else None
+        flow = self.tg.flow_of(task)
         context = flow.arrival_context() if flow else self.region.context()
         decision = self.decisions.get(task.name)
         if self.simd and decision is not None and decision.used:
@@ -469,6 +470,10 @@ class _ComputeBuilder:
     # --------------------------------------------------------------- inputs
 
     def _input_routes(self, flow: InputFlow) -> None:
+        if flow.parent is not None:
+            self.routes.extend(tree_routes(flow.color, flow.parent, flow.lines,
+                                           self.region.context()))
+            return
         port_in, port_on = ENTRY_PORT[flow.side], FLOW_PORT[flow.side]
         context = self.region.context()
         reach = _pe_condition_set(flow.lines)
@@ -488,18 +493,18 @@ class _ComputeBuilder:
         if flow.tensor in self.tg.buffered:
             body.extend(self._keep(flow))
         for t in self.tg.tasks:
-            if t.kind == "compute" and t.trigger == flow.tensor:
+            if t.kind == "compute" and t.flow == flow.name:
                 body.extend(self._compute(t.name))
         env: dict[str, IExpr] = {}
         context = self.region.context()
         group_vars: list[Stmt] = []
         if flow.index_dims > 1:
             env.update(self._outer_index(flow, context))
-            group_vars.append(SetInt(f"g_{flow.tensor}", "+=", IConst(1)))
+            group_vars.append(SetInt(f"g_{flow.name}", "+=", IConst(1)))
         if flow.kind == "dense":
             # A dense wavelet carries no index: count arrivals within the current group
             # (the groups are counted by end marks) from the group's first index.
-            counter = f"n_{flow.tensor}"
+            counter = f"n_{flow.name}"
             self.ints.append(IntVar(counter))
             arrivals = poly.bind_pe(flow.arrivals())
             outer = poly.index_names(flow.index_dims)[:-1]
@@ -512,7 +517,7 @@ class _ComputeBuilder:
             env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))
         data = list(substitute_stmts(tuple(body), env)) if env else body
         if flow.kind == "dense":
-            data.append(SetInt(f"n_{flow.tensor}", "+=", IConst(1)))
+            data.append(SetInt(f"n_{flow.name}", "+=", IConst(1)))
         control: list[Stmt] = list(group_vars)
         if counted:
             control.append(SetInt("pending", "+=", IConst(-1)))
@@ -520,8 +525,8 @@ class _ComputeBuilder:
                 control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
         else:
             control.extend(done)
-        return [Task(f"on_{flow.tensor}", "data", tuple(data), flow.color, flow.kind == "sparse"),
-                Task(f"end_{flow.tensor}", "control", tuple(control), flow.color)]
+        return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse"),
+                Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
 
     def _keep(self, flow: InputFlow) -> list[Stmt]:
         """Store the arriving element in the local array, where this PE needs it."""
@@ -548,7 +553,7 @@ class _ComputeBuilder:
 
     def _outer_index(self, flow: InputFlow, context: isl.Set) -> dict[str, IExpr]:
         """Outer index values from the count of end marks (lexicographic group order)."""
-        counter = f"g_{flow.tensor}"
+        counter = f"g_{flow.name}"
         self.ints.append(IntVar(counter))
         arrivals = flow.arrivals()
         n = flow.index_dims

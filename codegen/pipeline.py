@@ -63,7 +63,7 @@ def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
             if not simd:
                 decisions[task.name] = no_simd("SIMD generation is off (--no-simd)")
                 continue
-            flow = tg.input_flow(task.trigger) if task.trigger else None
+            flow = tg.flow_of(task)
             context = flow.arrival_context() if flow else tg.compute.context()
             decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
                                           task.trigger, memory, context,

@@ -80,15 +80,30 @@ class InputFlow:
     groups: int  # end-of-sequence marks each receiving compute PE gets
     # original index = received index + wire_offset(PE_X, PE_Y), when adapters re-index
     wire_offset: tuple[isl.PwAff, ...] | None = None
+    # Unique among the flows: the tensor's name, with a suffix when a stream is carried by
+    # several flows (parts on several sides, multicast trees on several colors).
+    key: str = ""
+    stream_relation: isl.Map | None = None  # the part of the stream carried (absolute)
+    # Multicast trees: each source's tree (source -> PEs it passes), and for each PE of
+    # the trees the PE it receives from (neighbour or source).
+    members: isl.Map | None = None
+    parent: isl.Map | None = None
+    plan: str = ""  # how the flow was chosen, for the compile report
+
+    @property
+    def name(self) -> str:
+        return self.key or self.tensor
 
     @property
     def index_dims(self) -> int:
         return int(self.order.dim(isl.dim_type.out))
 
     def reaching(self) -> isl.Map:
-        """``{ t[e] -> PE[x, y] }``: the compute PEs each element passes (its line)."""
+        """``{ t[e] -> PE[x, y] }``: the compute PEs whose core receives each element (its
+        line, or the receiving PEs of its multicast tree)."""
         ext = self.relation.range_factor_domain()
-        return ext.apply_range(same_line(self.side)).intersect_range(self.lines)
+        spread = same_line(self.side) if self.members is None else self.members
+        return ext.apply_range(spread).intersect_range(self.lines)
 
     def arrivals(self) -> isl.Map:
         """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
@@ -158,9 +173,10 @@ class Task:
     region: str
     pes: isl.Set
     statement: str | None = None
-    trigger: str | None = None
+    trigger: str | None = None  # the streamed tensor whose arriving element runs it
     instances: isl.Set | None = None
     detail: str = ""
+    flow: str | None = None  # the name of the input flow that triggers it
 
 
 @dataclass(frozen=True)
@@ -183,8 +199,17 @@ class TaskGraph:
     def placement_of(self, statement: str) -> isl.Map:
         return dict(self.placement)[statement]
 
-    def input_flow(self, tensor: str) -> InputFlow | None:
-        return next((f for f in self.inputs if f.tensor == tensor), None)
+    def input_flow(self, name: str) -> InputFlow | None:
+        """The input flow called ``name`` (a tensor's name when one flow carries it)."""
+        return next((f for f in self.inputs if f.name == name), None)
+
+    def input_flows(self, tensor: str) -> tuple[InputFlow, ...]:
+        """Every flow that carries part of the streamed ``tensor``."""
+        return tuple(f for f in self.inputs if f.tensor == tensor)
+
+    def flow_of(self, task: Task) -> InputFlow | None:
+        """The input flow whose arrivals run ``task`` (None for tasks that run once)."""
+        return None if task.flow is None else self.input_flow(task.flow)
 
     def output_flow(self, tensor: str) -> OutputFlow | None:
         return next((f for f in self.outputs if f.tensor == tensor), None)
@@ -196,7 +221,9 @@ class TaskGraph:
         for name, rel in self.placement:
             lines.append(f"placement {name}: {rel}")
         for f in self.inputs:
-            lines.append(f"input {f.tensor} {f.kind} color {f.color}: {f.relation}")
+            lines.append(f"input {f.name} {f.kind} color {f.color}: {f.relation}")
+            if f.plan:
+                lines.append(f"  {f.plan}")
         for o in self.outputs:
             lines.append(f"output {o.tensor} {o.kind} color {o.color}: {o.relation}")
         for t in self.tasks:

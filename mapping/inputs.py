@@ -5,10 +5,12 @@ the side (paper eq. (5)), or along multicast trees (mapping.multicast)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from math import prod
 
 import islpy as isl
 
+from lair.diagnostics import UnsupportedMappingError
 from lair.lower import CTX, PolyModel
 from mapping import poly
 from mapping.flows import (
@@ -19,6 +21,7 @@ from mapping.flows import (
     absolute,
     absolute_pes,
     accessing_pes,
+    placed_pes,
     shift_relation,
     to_line_position,
     unsupported,
@@ -36,16 +39,155 @@ from mapping.mesh import (
     translate,
     witness,
 )
+from mapping.multicast import plan_multicast
 from mapping.validate import PE, Mapping, Stream, border_ring
 
 
+@dataclass(frozen=True)
+class InputPlan:
+    """Where every streamed input goes, and what that leaves for computing."""
+
+    compute: Region
+    adapters: tuple[Adapter, ...]
+    flows: tuple[InputFlow, ...]
+    adapter_regions: dict[Side, Region]  # beside the compute region
+    peeled: dict[Side, Region]  # the whole lines peeled off
+
+
+def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors) -> InputPlan:
+    """Choose for every part of every input stream (one part per side it enters by) how
+    its elements reach the PEs that read them:
+
+    - *direct*: every element is read only in the line of its source;
+    - *adapters* (the paper's eq. (5)): a border line free of instances is peeled off the
+      side, and its PEs send each element down the lines that need it, re-indexed;
+    - *multicast trees* otherwise: routers carry each source's elements along its row,
+      then down the columns (or the reverse) to every PE that reads some of them, and
+      those PEs keep what their instances read.
+    """
+    compute = Region("compute", 0, 0, mapping.width, mapping.height)
+    placed = placed_pes(mapping)
+    parts: list[tuple[str, Side, Stream]] = []
+    for stream in mapping.streams:
+        if stream.direction != "input":
+            continue
+        need = accessing_pes(model, mapping, stream.tensor, write=False)
+        if need.is_empty():
+            raise unsupported(stream.tensor,
+                f"input '{stream.tensor}' is streamed in but no statement reads it")
+        pieces = split_by_side(stream, mapping.width, mapping.height)
+        for side, part in pieces:
+            key = stream.tensor if len(pieces) == 1 else f"{stream.tensor}_{side}"
+            parts.append((key, side, part))
+    how: dict[str, str] = {}
+    regions: dict[Side, Region] = {}
+    for key, side, part in parts:
+        need = accessing_pes(model, mapping, part.tensor, write=False).intersect_domain(
+            part.relation.domain())
+        if need.is_subset(part.external_pes.apply_range(same_line(side))):
+            how[key] = "direct"
+            continue
+        if side not in regions:
+            peeled = _peel_if_free(compute, side, placed)
+            if peeled is not None and _adapters_fit(part, side, model, mapping, *peeled):
+                regions[side], compute = peeled
+        fits = side in regions and _adapters_fit(
+            part, side, model, mapping, regions[side], compute)
+        how[key] = "adapters" if fits else "tree"
+    # A line peeled before another side's spans that side's line too; its PEs along the
+    # line are numbered like the compute region's, so it keeps only the part beside it.
+    beside_regions = {side: beside(region, compute, side) for side, region in regions.items()}
+    for stream in mapping.streams:
+        for side, part in split_by_side(stream, mapping.width, mapping.height):
+            require_entry(part, side, compute, beside_regions, regions)
+    flows: list[InputFlow] = []
+    for key, side, part in parts:
+        if how[key] == "tree":
+            trees = tree_flows(part, side, model, mapping, compute, colors)
+            for k, flow in enumerate(trees):
+                flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}"))
+            continue
+        line = beside_regions[side] if how[key] == "adapters" else None
+        flow = input_flow(part, side, model, mapping, compute, line, colors)
+        flows.append(replace(flow, key=key, stream_relation=part.relation))
+    adapters = tuple(f.adapter for f in flows if f.adapter is not None)
+    return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
+
+
+def split_by_side(stream: Stream, width: int, height: int) -> list[tuple[Side, Stream]]:
+    """The parts of ``stream`` whose external PEs lie on one side each."""
+    ext = stream.external_pes
+    parts = []
+    for side, line in _side_lines(width, height).items():
+        on_side = ext.intersect_range(line).domain()
+        if on_side.is_empty():
+            continue
+        parts.append((side, replace(stream, relation=stream.relation.intersect_domain(
+            on_side))))
+    if len(parts) == 1:
+        return [(parts[0][0], stream)]
+    return parts
+
+
+def _side_lines(width: int, height: int) -> dict[Side, isl.Set]:
+    return {"N": pe_box(0, width - 1, -1, -1), "S": pe_box(0, width - 1, height, height),
+            "W": pe_box(-1, -1, 0, height - 1), "E": pe_box(width, width, 0, height - 1)}
+
+
+def _peel_if_free(compute: Region, side: Side, placed: isl.Set) -> tuple[Region, Region] | None:
+    """The border line of ``side`` and what remains, if the line runs no instances."""
+    peeled = peel_line(compute, side)
+    if peeled is None:
+        return None
+    line, rest = peeled
+    if not placed.intersect(absolute_pes(line)).is_empty():
+        return None
+    return line, rest
+
+
+def _adapters_fit(part: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                  line: Region, compute: Region) -> bool:
+    """Whether adapters on ``line`` can spread ``part`` (one source, a box of indices per
+    line, ...): planned once on the side, with colors that are not kept."""
+    try:
+        input_flow(part, side, model, mapping, compute, beside(line, compute, side), Colors())
+    except UnsupportedMappingError:
+        return False
+    return True
+
+
+def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+               compute: Region, colors: Colors) -> list[InputFlow]:
+    """One flow per color of the multicast trees that carry ``stream`` to its readers."""
+    tensor = stream.tensor
+    to_rel = compute.to_relative()
+    need = accessing_pes(model, mapping, tensor, write=False).apply_range(to_rel)
+    need = need.intersect_domain(stream.relation.domain())
+    # A tree starts at the compute region's border: an adapter line of the same side
+    # passes the stream straight through, so the tree's source is the PE beside it.
+    sources = stream.external_pes.apply_range(to_rel).apply_range(
+        to_line_position(side, entry_coordinate(side, compute)))
+    if stream.kind == "dense":
+        require_consecutive(stream, tensor)
+    plan = plan_multicast(sources.reverse().apply_range(need).coalesce(), side)
+    flows = []
+    for k, tree in enumerate(plan.trees):
+        elements = sources.intersect_range(tree.sources).domain()
+        part = replace(stream, relation=stream.relation.intersect_domain(elements))
+        groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
+        color = colors.take(f"input '{tensor}' (multicast tree {k})")
+        relation = sources.intersect_domain(elements).range_product(part.order)
+        flows.append(InputFlow(
+            tensor, stream.kind, side, color, color, relation, part.order, tree.ramp, None,
+            groups, stream_relation=part.relation, members=tree.members, parent=tree.parent,
+            plan=plan.describe()))
+    return flows
+
+
 def side_of(stream: Stream, width: int, height: int) -> Side:
+    """The side an output stream leaves by (outputs use one side)."""
     ext = stream.external_pes.range()
-    lines: dict[Side, isl.Set] = {
-        "N": pe_box(0, width - 1, -1, -1), "S": pe_box(0, width - 1, height, height),
-        "W": pe_box(-1, -1, 0, height - 1), "E": pe_box(width, width, 0, height - 1),
-    }
-    for side, line in lines.items():
+    for side, line in _side_lines(width, height).items():
         if ext.is_subset(line):
             return side
     assert ext.is_subset(border_ring(width, height))
@@ -85,14 +227,12 @@ def beside(line: Region, compute: Region, side: Side) -> Region:
     return Region(line.name, line.x0, compute.y0, 1, compute.height)
 
 
-def peel_line(region: Region, side: Side, tensor: str) -> tuple[Region, Region]:
-    """Split off the line of ``region`` along ``side``: (adapter line, rest)."""
+def peel_line(region: Region, side: Side) -> tuple[Region, Region] | None:
+    """Split off the line of ``region`` along ``side``: (adapter line, rest); None when
+    the region has no line to spare there."""
     r = region
     if (side in VERTICAL and r.height < 2) or (side not in VERTICAL and r.width < 2):
-        raise unsupported(tensor, f"input '{tensor}' needs adapter PEs on the "
-                          f"{SIDE_NAMES[side]} border of {r.describe()} to spread its elements "
-                          "to the lines that need them, but the rectangle has no line to spare "
-                          "there; add a free line on that side")
+        return None
     if side == "N":
         return Region("adapter_N", r.x0, r.y0, r.width, 1), Region(
             r.name, r.x0, r.y0 + 1, r.width, r.height - 1)

@@ -33,23 +33,17 @@ from mapping.flows import (
     ResidentReduction,
     Task,
     TaskGraph,
-    absolute_pes,
-    accessing_pes,
-    placed_pes,
-    unsupported,
 )
-from mapping.inputs import beside, input_flow, peel_line, require_entry, side_of
+from mapping.inputs import plan_inputs, require_entry, side_of
 from mapping.mesh import (
     FLOW_PORT,
     SIDE_NAMES,
-    Side,
     fmt,
-    same_line,
     witness,
 )
 from mapping.outputs import output_flow
 from mapping.reductions import resident_reduction
-from mapping.validate import PE, Mapping
+from mapping.validate import Mapping
 
 __all__ = ["Adapter", "Exchange", "InputFlow", "OutputFlow", "Region", "ResidentReduction",
            "Task", "TaskGraph", "build_task_graph"]
@@ -59,53 +53,16 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2)."""
     _require_defined_outputs(model)
     colors = Colors()
-    compute = Region("compute", 0, 0, mapping.width, mapping.height)
-    placed = placed_pes(mapping)
-    streams_in = [s for s in mapping.streams if s.direction == "input"]
-    sides = {s.tensor: side_of(s, mapping.width, mapping.height) for s in mapping.streams}
-
-    # Peel adapter lines first: they shrink the compute region for everyone.
-    peel: dict[str, Side] = {}
-    for stream in streams_in:
-        side = sides[stream.tensor]
-        need = accessing_pes(model, mapping, stream.tensor, write=False)
-        if need.is_empty():
-            raise unsupported(stream.tensor,
-                f"input '{stream.tensor}' is streamed in but no statement reads it")
-        direct = need.is_subset(stream.external_pes.apply_range(same_line(side)))
-        if not direct:
-            peel[stream.tensor] = side
-    adapter_regions: dict[Side, Region] = {}
-    for tensor, side in peel.items():
-        if side in adapter_regions:
-            continue
-        peeled, compute = peel_line(compute, side, tensor)
-        busy = placed.intersect(absolute_pes(peeled))
-        if not busy.is_empty():
-            raise unsupported(tensor,
-                f"input '{tensor}' needs adapter PEs on the {SIDE_NAMES[side]} border "
-                f"{peeled.describe()} to spread its elements to the lines that need them, but "
-                f"{fmt(PE, witness(busy))} runs statement instances; leave that border "
-                "line free of instances")
-        adapter_regions[side] = peeled
-    # A line peeled before another side's spans that side's line too; its PEs along the
-    # line are numbered like the compute region's, so it keeps only the part beside it.
-    peeled_lines = adapter_regions
-    adapter_regions = {side: beside(region, compute, side)
-                       for side, region in adapter_regions.items()}
+    plan = plan_inputs(model, mapping, colors)
+    compute, inputs = plan.compute, list(plan.flows)
     for stream in mapping.streams:
-        require_entry(stream, sides[stream.tensor], compute, adapter_regions, peeled_lines)
-
+        if stream.direction == "output":
+            require_entry(stream, side_of(stream, mapping.width, mapping.height), compute,
+                          plan.adapter_regions, plan.peeled)
+    sides = {s.tensor: side_of(s, mapping.width, mapping.height)
+             for s in mapping.streams if s.direction == "output"}
     to_rel = compute.to_relative()
     placement = tuple((name, rel.apply_range(to_rel)) for name, rel in mapping.placement)
-    inputs: list[InputFlow] = []
-    adapters: list[Adapter] = []
-    for stream in streams_in:
-        line = adapter_regions[peel[stream.tensor]] if stream.tensor in peel else None
-        flow = input_flow(stream, sides[stream.tensor], model, mapping, compute, line, colors)
-        inputs.append(flow)
-        if flow.adapter is not None:
-            adapters.append(flow.adapter)
     outputs = [
         output_flow(s, sides[s.tensor], model, mapping, compute, colors)
         for s in mapping.streams if s.direction == "output"
@@ -121,7 +78,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
                           detail=f"each PE in turn sends the elements of {ex.tensor} it "
                                  f"computed along its {ex.axis}; the others keep those they "
                                  "read"))
-    return TaskGraph(model, mapping, compute, tuple(adapters), tuple(inputs), tuple(outputs),
+    return TaskGraph(model, mapping, compute, plan.adapters, tuple(inputs), tuple(outputs),
                      tuple(reductions), placement, tuple(tasks), graph, buffered,
                      tuple(exchanges), tuple(combines))
 
@@ -159,20 +116,23 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
     they arrive, internal tensors come from statements that ran before it on that PE.
     """
     tasks: list[Task] = []
-    streamed = {f.tensor: f for f in inputs}
+    streamed: dict[str, list[InputFlow]] = {}
+    for flow in inputs:
+        streamed.setdefault(flow.tensor, []).append(flow)
     place = dict(placement)
     buffered: list[str] = []
     for flow in inputs:
         if flow.adapter is not None:
             a = flow.adapter
-            tasks.append(Task(f"spread_{flow.tensor}", "communication", a.region.name,
-                              a.region.pes(), trigger=flow.tensor,
+            tasks.append(Task(f"spread_{flow.name}", "communication", a.region.name,
+                              a.region.pes(), trigger=flow.tensor, flow=flow.name,
                               detail=f"adapters send each element of {flow.tensor} down the "
                                      "line that needs it, re-indexed (eq. (5))"))
-        tasks.append(Task(f"broadcast_{flow.tensor}", "communication", compute.name, flow.lines,
-                          trigger=flow.tensor,
-                          detail=f"{flow.tensor} flows {FLOW_PORT[flow.side]}wards along "
-                                 f"each line with a source, to every PE of it"))
+        how = (flow.plan if flow.members is not None else
+               f"flows {FLOW_PORT[flow.side]}wards along each line with a source")
+        tasks.append(Task(f"broadcast_{flow.name}", "communication", compute.name, flow.lines,
+                          trigger=flow.tensor, flow=flow.name,
+                          detail=f"{flow.tensor} {how}, to the PEs that read it"))
     compute_tasks: list[Task] = []
     for pstmt in model.statements:
         stmt = pstmt.stmt
@@ -185,13 +145,14 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                               detail=f"fill the local {stmt.target.tensor} with "
                                      f"{'0' if stmt.op == '+=' else '-inf'}"))
         if (len(triggers) == 1 and all(mapping.is_resident(t) for t in others)
-                and _runs_per_element(stmt, streamed[triggers[0]])):
-            flow = streamed[triggers[0]]
-            instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,
-                                            pstmt.read(flow.tensor))
-            compute_tasks.append(Task(f"{stmt.name}_on_{flow.tensor}", "compute", compute.name,
-                                      pes, statement=stmt.name, trigger=flow.tensor,
-                                      instances=instances))
+                and _runs_per_element(stmt, streamed[triggers[0]][0])):
+            for flow in streamed[triggers[0]]:
+                instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,
+                                                pstmt.read(flow.tensor))
+                compute_tasks.append(Task(f"{stmt.name}_on_{flow.name}", "compute",
+                                          compute.name, pes, statement=stmt.name,
+                                          trigger=flow.tensor, instances=instances,
+                                          flow=flow.name))
             continue
         buffered.extend(t for t in triggers if t not in buffered)
         waits = ", ".join(triggers + [t for t in others if not mapping.is_resident(t)])
@@ -202,10 +163,11 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
             detail=f"runs once {waits} are complete on the PE" if waits else
                    "runs on resident data at start"))
     for tensor in buffered:
-        tasks.append(Task(f"store_{tensor}", "communication", compute.name,
-                          streamed[tensor].lines, trigger=tensor,
-                          detail=f"arriving elements of {tensor} are kept in local memory for "
-                                 "the statements that need all of them"))
+        for flow in streamed[tensor]:
+            tasks.append(Task(f"store_{flow.name}", "communication", compute.name,
+                              flow.lines, trigger=tensor, flow=flow.name,
+                              detail=f"arriving elements of {tensor} are kept in local memory "
+                                     "for the statements that need all of them"))
     tasks.extend(compute_tasks)
     for out in outputs:
         detail = ("partial results combined along each line towards the "

@@ -156,18 +156,6 @@ def test_internal_tensor_needed_across_rows_and_columns_is_unsupported() -> None
            "another row and column" in message
 
 
-def test_adapter_line_with_instances_is_unsupported() -> None:
-    message = _unsupported(ROW, """
-        rectangle { PE[4, 2] }
-        placement { n[i, j] -> PE[j, i//2] }
-        input x sparse { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
-        input W resident
-        output y resident
-    """)
-    assert "needs adapter PEs on the north border PE[0:3, 0:0]" in message
-    assert "PE[0, 0] runs statement instances" in message
-
-
 def test_resident_partial_results_that_do_not_form_segments_are_unsupported() -> None:
     message = _unsupported(ROW, """
         rectangle { PE[4, 1] }
