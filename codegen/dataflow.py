@@ -224,10 +224,20 @@ class _Check:
         partial = _several_valued(writers)
         read_partial = used.intersect_range(partial)
         combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
+        exchange = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
         if combine is not None:  # the totals are on the segment's last PE, read there
             kept = combine.elements.intersect_domain(poly.pe_set(combine.last))
             kept, read_partial = poly.align_params(kept, read_partial)
             read_partial = read_partial.subtract(kept)
+            if exchange is not None:  # or brought there from the last PE
+                sent, kept = poly.align_params(exchange.produced, kept)
+                several, sent = poly.align_params(partial, sent)
+                sent_partial = sent.intersect_range(several)
+                if not sent_partial.is_subset(kept):
+                    raise self.fail(f"the exchange of '{tensor}' sends partial results",
+                                    sent_partial.subtract(kept))
+                delivered, read_partial = poly.align_params(exchange.needed, read_partial)
+                read_partial = read_partial.subtract(delivered)
         if not read_partial.is_empty():
             raise self.fail(f"{statement} reads '{tensor}', whose elements have partial "
                             f"results on several PEs, before they are combined", read_partial)
@@ -240,7 +250,6 @@ class _Check:
         local = writers.reverse()
         remote = used.subtract(local).intersect_range(writers.domain())
         if not remote.is_empty():
-            exchange = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
             needed = exchange.needed if exchange is not None else None
             if needed is None:
                 raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "

@@ -57,7 +57,7 @@ from codegen.peir import (
     StreamIO,
     Task,
 )
-from codegen.routes import tree_routes
+from codegen.routes import broadcast_routes, tree_routes
 from codegen.simd import Operand, SimdDecision, flat_aff, flatten, row_major
 from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
@@ -626,21 +626,28 @@ class _ComputeBuilder:
         t = ex.tensor
         got, sent = f"got_{t}", f"sent_{t}"
         self.ints.extend([IntVar(got), IntVar(sent)])
-        row = ex.axis == "row"
-        pos = IVar("PE_X" if row else "PE_Y")
-        length = self.region.width if row else self.region.height
-        back, fwd = ("W", "E") if row else ("N", "S")
         c = ex.color
-        first = Cmp("==", pos, IConst(0))
-        last = Cmp("==", pos, IConst(length - 1))
-        inner = BoolOp("&&", Cmp(">", pos, IConst(0)), Cmp("<", pos, IConst(length - 1)))
-        self.routes += [
-            Route(c, "RAMP", (fwd,), first), Route(c, "RAMP", (back,), last),
-            Route(c, "RAMP", (back, fwd), inner),
-            Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
-            Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
-        ]
         context = self.region.context()
+        pos: IExpr
+        if ex.axis == "region":
+            pos = _simplify(IBin("+", IBin("*", IVar("PE_Y"), IConst(self.region.width)),
+                                 IVar("PE_X")))
+            length = self.region.width * self.region.height
+            self.routes += broadcast_routes(c, self.region.width, self.region.height, context)
+        else:
+            row = ex.axis == "row"
+            pos = IVar("PE_X" if row else "PE_Y")
+            length = self.region.width if row else self.region.height
+            back, fwd = ("W", "E") if row else ("N", "S")
+            first = Cmp("==", pos, IConst(0))
+            last = Cmp("==", pos, IConst(length - 1))
+            inner = BoolOp("&&", Cmp(">", pos, IConst(0)), Cmp("<", pos, IConst(length - 1)))
+            self.routes += [
+                Route(c, "RAMP", (fwd,), first), Route(c, "RAMP", (back,), last),
+                Route(c, "RAMP", (back, fwd), inner),
+                Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
+                Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
+            ]
         shape = self.tg.model.graph.tensor(t).shape
         strides = row_major(shape)
         offset = local.offset_aff()

@@ -152,16 +152,20 @@ class ResidentReduction:
 
 @dataclass(frozen=True)
 class Exchange:
-    """An internal tensor that PEs of a line must share: every PE of the compute region
-    computes some elements, and PEs need elements computed by others in their row (or
-    column). Each PE in turn, west to east (north to south), sends the elements it
-    computed along the line as (value, flat element index) pairs and an end mark."""
+    """An internal tensor that PEs must share: PEs read elements held complete by others
+    in their row, their column (``axis``), or anywhere in the region. Each PE in turn
+    (west to east, north to south; row by row over the region) sends the elements it
+    holds along its line, or along its row and from there along every column, as
+    (value, flat element index) pairs and an end mark; the others keep what they read."""
 
     tensor: str
-    axis: Literal["row", "column"]
+    axis: Axis
     color: int
-    produced: isl.Map  # PE -> elements it computes (relative coordinates)
+    produced: isl.Map  # PE -> complete elements it holds and sends (relative coordinates)
     needed: isl.Map  # PE -> elements it reads
+
+
+Axis = Literal["row", "column", "region"]
 
 
 @dataclass(frozen=True)

@@ -125,43 +125,23 @@ def _at_least(along: int) -> isl.Map:
 
 
 def combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
-                      mapping: Mapping, compute: Region, colors: Colors
-                      ) -> list[ResidentReduction]:
+                     mapping: Mapping, compute: Region, colors: Colors
+                     ) -> tuple[list[ResidentReduction], isl.Map]:
     """A statement may read an internal element only once it is complete. When elements
-    have partial results on several PEs (an FC layer's ``y = W x`` split along a row),
-    they are combined along each segment of PEs holding them, as for resident outputs,
-    and the segment's last PE (east or south end) keeps the totals: statements reading
-    them must run there."""
+    have partial results on several PEs (an FC layer's ``y = W x`` split along a row) and
+    some statement reads them, they are combined along each segment of PEs holding them,
+    as for resident outputs, and the segment's last PE (east or south end) keeps the
+    totals. Returns the chains and ``PE -> element`` of the complete elements: those
+    with one writer where it computes them, the others where their totals are kept."""
     writers = produced.reverse()
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     partial = needed.intersect_range(several)
     if partial.is_empty():
-        return []
+        return [], produced.subtract_range(several)
     chains = resident_reduction(tensor, model, mapping, compute, colors,
-                                 what="internal tensor")
+                                what="internal tensor")
     final = chains[-1]  # some element has several writers, so there is a chain
     kept = final.elements.intersect_domain(poly.pe_set(final.last))
-    kept, partial = poly.align_params(kept, partial)
-    if partial.is_subset(kept):
-        return chains
-    _reject_partial_reads(tensor, partial.subtract(kept), writers, compute)
-    return []
-
-
-def _reject_partial_reads(tensor: str, partial: isl.Map, writers: isl.Map,
-                          compute: Region) -> None:
-    """Partial results read where no combination delivers the totals."""
-    several = partial.range()
-    where = witness(partial.wrap())
-    pe, element = (where[0] + compute.x0, where[1] + compute.y0), where[2:]
-    on = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), element)))
-    first, last = witness(on.lexmin().range()), witness(on.lexmax().range())
-    first = (first[0] + compute.x0, first[1] + compute.y0)
-    last = (last[0] + compute.x0, last[1] + compute.y0)
-    raise unsupported(
-        tensor, f"internal tensor '{tensor}': {fmt(PE, pe)} reads {fmt(tensor, element)}, "
-        f"whose partial results are computed on several PEs ({fmt(PE, first)} to "
-        f"{fmt(PE, last)}); combining the partial results of an internal tensor before "
-        "another statement reads them is supported only on the last PE (east or south "
-        "end) of each row or column segment holding them: place the reading statement "
-        "there, or the instances that contribute to each element on one PE")
+    single = produced.subtract_range(several)
+    kept, single = poly.align_params(kept, single)
+    return chains, single.union(kept.intersect_range(several)).coalesce()

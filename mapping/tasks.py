@@ -49,6 +49,10 @@ __all__ = ["Adapter", "Exchange", "InputFlow", "OutputFlow", "Region", "Resident
            "Task", "TaskGraph", "build_task_graph"]
 
 
+_ALONG = {"row": "along its row", "column": "along its column",
+          "region": "along its row and from there along every column"}
+
+
 def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2)."""
     _require_defined_outputs(model)
@@ -75,9 +79,9 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     for ex in exchanges:
         tasks.append(Task(f"exchange_{ex.tensor}", "communication", compute.name,
                           compute.pes(),
-                          detail=f"each PE in turn sends the elements of {ex.tensor} it "
-                                 f"computed along its {ex.axis}; the others keep those they "
-                                 "read"))
+                          detail=f"each PE in turn sends the complete elements of "
+                                 f"{ex.tensor} it holds {_ALONG[ex.axis]}; the others keep "
+                                 "those they read"))
     return TaskGraph(model, mapping, compute, plan.adapters, tuple(inputs), tuple(outputs),
                      tuple(reductions), placement, tuple(tasks), graph, buffered,
                      tuple(exchanges), tuple(combines))

@@ -138,24 +138,6 @@ ROW = "lair n(): float16 W[4][4], float16 x[4] -> float16 y[4] " \
       "{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }"
 
 
-def test_internal_tensor_needed_across_rows_and_columns_is_unsupported() -> None:
-    message = _unsupported("""
-        lair t(): float16 A[4][4], float16 B[4][4] -> float16 E[4][4], float16 T[4][4]
-        {
-          ab: all (i, j) in (4, 4) T[i][j] = A[i][j] * B[i][j]
-          tr: all (i, j) in (4, 4) E[i][j] = T[j][i]
-        }
-    """, """
-        rectangle { PE[2, 2] }
-        placement { ab[i, j] -> PE[j//2, i//2]; tr[i, j] -> PE[j//2, i//2] }
-        input A resident
-        input B resident
-        output E resident
-    """)
-    assert "internal tensor 'T': PE[0, 1] reads T[0, 2], which another PE computes in " \
-           "another row and column" in message
-
-
 def test_resident_partial_results_that_do_not_form_segments_are_unsupported() -> None:
     message = _unsupported(ROW, """
         rectangle { PE[4, 1] }

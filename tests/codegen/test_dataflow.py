@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 
 from codegen.dataflow import DataFlowError, check_data_flow
-from codegen.driver import compile_file, main
+from codegen.driver import compile_file
 from codegen.pipeline import Compilation, compile_mapping
 from lair.diagnostics import UnsupportedMappingError
 from lair.frontend import program_from_text
@@ -144,25 +144,25 @@ def test_fc_bias_relu_on_the_partial_sums_line_end_verifies(
         assert outcome.comparison.verified, outcome.comparison.mismatch
 
 
-def test_fc_bias_relu_at_the_line_start_is_rejected_at_the_placement(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fc_bias_relu_at_the_line_start_gets_the_totals_sent_back(tmp_path: Path) -> None:
+    """The totals are kept at the east end of each row; the bias runs at the west end,
+    so the row sends them back (an exchange after the combination)."""
     mapping = (FC_BIAS_RELU_MAP.replace("bias[i] -> PE[3, i//8]; relu[i] -> PE[3, i//8]",
                                         "bias[i] -> PE[0, i//8]; relu[i] -> PE[0, i//8]")
                .replace("PE[4, i//8]", "PE[-1, i//8]"))
     path = write(tmp_path, FC_BIAS_RELU, mapping)
-    assert main([str(path), "-o", str(tmp_path / "out")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith(f"{tmp_path / 'prog.map'}:3:11: error: internal tensor 'y': "
-                          "PE[0, 0] reads y[0], whose partial results are computed on "
-                          "several PEs (PE[0, 0] to PE[3, 0]); combining the partial results "
-                          "of an internal tensor before another statement reads them is "
-                          "supported only on the last PE (east or south end)")
-    assert not (tmp_path / "out").exists()
+    for simd in (True, False):
+        outcome = run_program(path, simd=simd)
+        assert outcome.comparison.verified, outcome.comparison.mismatch
+    result = compile_file(path)
+    assert result.tasks is not None
+    assert [ex.tensor for ex in result.tasks.exchanges] == ["y"]
 
 
 def test_the_check_catches_bias_on_partial_sums_without_the_planner_guard(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(exchanges, "combine_partials", lambda *args: [])
+    monkeypatch.setattr(exchanges, "combine_partials",
+                        lambda tensor, produced, *args: ([], produced))
     with pytest.raises(DataFlowError, match=r"bias reads 'y', whose elements have partial "
                        r"results on several PEs.*y\[0\] on PE\[3, 0\]"):
         plan(FC_BIAS_RELU, FC_BIAS_RELU_MAP)

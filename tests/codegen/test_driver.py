@@ -32,17 +32,16 @@ def test_back_end_stages(program: Path, stage: str, cli) -> None:
 
 
 UNREALIZABLE_LAIR = """
-lair t(): float16 A[4][4], float16 B[4][4] -> float16 E[4][4], float16 T[4][4]
-{
-  ab: all (i, j) in (4, 4) T[i][j] = A[i][j] * B[i][j]
-  tr: all (i, j) in (4, 4) E[i][j] = T[j][i]
-}
+lair n(): float16 W[4][4], float16 x[4] -> float16 y[4]
+{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }
 """
-UNREALIZABLE_MAP = """rectangle { PE[2, 2] }
-placement { ab[i, j] -> PE[j//2, i//2]; tr[i, j] -> PE[j//2, i//2] }
-input A resident
-input B resident
-output E resident
+# Partial sums of y[0] on PE[0, 0] and PE[1, 0], of y[1] on PE[0, 0] to PE[2, 0]: the
+# PEs sharing elements do not form segments holding the same elements.
+UNREALIZABLE_MAP = """rectangle { PE[4, 1] }
+placement { n[i, j] -> PE[(i + j)//2, 0] }
+input x resident
+input W resident
+output y resident
 """
 
 
@@ -51,8 +50,8 @@ def test_unrealized_mappings_say_which_flow_they_need(tmp_path: Path, cli) -> No
     (tmp_path / "n.map").write_text(UNREALIZABLE_MAP)
     result = cli(main, tmp_path / "n.lair")
     assert result.status == 1
-    assert result.err.startswith(f"{tmp_path / 'n.map'}:2:11: error: internal tensor 'T': "
-                                 "PE[0, 1] reads T[0, 2], which another PE computes")
+    assert result.err.startswith(f"{tmp_path / 'n.map'}:5:1: error: resident output 'y': "
+                                 "element y[0] is computed on PE[0, 0] and PE[1, 0]")
     assert "Traceback" not in result.err
 
 
