@@ -40,7 +40,7 @@ from lair.diagnostics import CompilerBug
 from lair.graph import vanishes_with
 from lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from mapping import poly
-from mapping.flows import InputFlow, Task, TaskGraph
+from mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
 from mapping.memory import Memory
 from mapping.mesh import same_line
 from mapping.validate import PE
@@ -281,6 +281,10 @@ class _Check:
                             f"would produce", isl.Map.from_range(missing))
         several = _several_valued(writers)
         flow = self.tg.output_flow(tensor)
+        gather = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
+        if flow is not None and gather is not None:
+            self.gathered(tensor, flow, gather, writers, several)
+            return
         if flow is not None:
             line = flow.relation.range_factor_domain().apply_range(same_line(flow.side))
             writers, line = poly.align_params(writers, line)
@@ -312,6 +316,41 @@ class _Check:
         if not (kept.is_single_valued() and kept.domain().is_equal(writers.domain())):
             raise self.fail(f"resident output '{tensor}': its totals are not kept by exactly "
                             "one PE per element", writers.reverse())
+
+    def gathered(self, tensor: str, flow: OutputFlow, gather: Exchange, writers: isl.Map,
+                 several: isl.Set) -> None:
+        """An output computed away from the line of its external PE: the PE next to the
+        side sends each element once, holding it complete (computed there, kept there
+        by a combination, or brought there by the exchange)."""
+        complete = writers.subtract_domain(several).reverse()  # PE -> element
+        combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
+        if combine is not None:
+            kept = combine.elements.intersect_domain(poly.pe_set(combine.last))
+            kept, complete = poly.align_params(kept, complete)
+            complete = complete.union(kept.intersect_range(several))
+        elif not several.is_empty():
+            raise self.fail(f"output '{tensor}' has partial results on several PEs and "
+                            "nothing combines them", writers.intersect_domain(several).reverse())
+        sends, complete = poly.align_params(gather.produced, complete)
+        if not sends.is_subset(complete):
+            raise self.fail(f"the gathering of output '{tensor}' sends elements that are not "
+                            "complete", sends.subtract(complete))
+        sent = flow.sent_by().intersect_domain(flow.senders)
+        sent, held = poly.align_params(sent, complete)
+        delivered, sent = poly.align_params(gather.needed, sent)
+        delivered, sends = poly.align_params(delivered, sends)
+        held = held.union(delivered.intersect_range(sends.range()))
+        held, sent = poly.align_params(held, sent)
+        if not sent.is_subset(held):
+            raise self.fail(f"output '{tensor}' is sent by a PE that does not hold it complete",
+                            sent.subtract(held))
+        shape = self.tg.model.tensor_set(tensor)
+        once = sent.reverse()
+        shape, once = poly.align_params(shape, once)
+        if not (once.is_single_valued() and once.domain().is_equal(shape)):
+            raise self.fail(f"output '{tensor}' does not leave exactly once per element",
+                            once.reverse())
+        self.in_array(tensor, sent, f"the PEs sending output '{tensor}' read elements")
 
     def chain_reads(self, tensor: str, sent: isl.Map) -> None:
         """Every PE of an output chain reads the elements of its line from its local

@@ -603,7 +603,13 @@ class _ComputeBuilder:
                     order.append(ex)
                     steps.append([])
             steps[-1].extend(self._compute(t.name))
-        for out in self.tg.outputs:
+        for out in self.tg.outputs:  # completed and gathered next to the side first
+            for red in combined.pop(out.tensor, []):
+                steps[-1].extend(self._combine(red))
+            ex = exchanged.get(out.tensor)
+            if ex is not None and ex not in order:
+                order.append(ex)
+                steps.append([])
             steps[-1].extend(self._output(out))
         for red in self.tg.reductions:
             steps[-1].extend(self._combine(red))

@@ -124,13 +124,16 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
         value.gist_params(context).coalesce())))
 
 
+_MAX_EXTREME_PIECES = 6
+
+
 def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:
     """A piecewise function that is the maximum (or minimum) of its pieces, as ``max(...)``
     (``min(...)``): PE code has those, where isl would print a conditional expression."""
+    if not 2 <= value.n_piece() <= _MAX_EXTREME_PIECES:
+        return None  # (combining many pieces by max/min costs isl exponential time)
     pieces: list[isl.Aff] = []
     value.foreach_piece(lambda _set, aff: pieces.append(aff))
-    if len(pieces) < 2:
-        return None
     domain = value.domain()
     whole = [isl.PwAff.from_aff(a).intersect_domain(domain) for a in pieces]
     known = value.intersect_params(context)

@@ -43,19 +43,26 @@ def plan_exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.
         chains, complete = combine_partials(tensor.name, produced, needed, model, mapping,
                                             compute, colors)
         combines.extend(chains)
-        complete, needed = poly.align_params(complete, needed)
-        missing = needed.subtract(complete)
-        if missing.is_empty():
-            continue
-        holder = complete.reverse()
-        deltas = missing.apply_range(holder).deltas()
-        zero = isl.Val.int_from_si(CTX, 0)
-        along_row = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
-            isl.dim_type.set, 1, zero))
-        along_column = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
-            isl.dim_type.set, 0, zero))
-        axis: Axis = "row" if along_row else "column" if along_column else "region"
-        result.append(Exchange(tensor.name, axis,
-                               colors.take(f"internal tensor '{tensor.name}'"), complete,
-                               needed))
+        exchange = share(tensor.name, complete, needed, colors)
+        if exchange is not None:
+            result.append(exchange)
     return result, combines
+
+
+def share(tensor: str, complete: isl.Map, needed: isl.Map, colors: Colors) -> Exchange | None:
+    """The exchange that brings PEs the elements they need (``PE -> element``) from those
+    holding them complete; None when every PE holds what it needs."""
+    complete, needed = poly.align_params(complete, needed)
+    missing = needed.subtract(complete)
+    if missing.is_empty():
+        return None
+    holder = complete.reverse()
+    deltas = missing.apply_range(holder).deltas()
+    zero = isl.Val.int_from_si(CTX, 0)
+    along_row = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 1, zero))
+    along_column = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+        isl.dim_type.set, 0, zero))
+    axis: Axis = "row" if along_row else "column" if along_column else "region"
+    return Exchange(tensor, axis, colors.take(f"tensor '{tensor}' shared between PEs"),
+                    complete, needed)

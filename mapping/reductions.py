@@ -125,7 +125,8 @@ def _at_least(along: int) -> isl.Map:
 
 
 def combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
-                     mapping: Mapping, compute: Region, colors: Colors
+                     mapping: Mapping, compute: Region, colors: Colors, *,
+                     what: str = "internal tensor"
                      ) -> tuple[list[ResidentReduction], isl.Map]:
     """A statement may read an internal element only once it is complete. When elements
     have partial results on several PEs (an FC layer's ``y = W x`` split along a row) and
@@ -138,8 +139,7 @@ def combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: Pol
     partial = needed.intersect_range(several)
     if partial.is_empty():
         return [], produced.subtract_range(several)
-    chains = resident_reduction(tensor, model, mapping, compute, colors,
-                                what="internal tensor")
+    chains = resident_reduction(tensor, model, mapping, compute, colors, what=what)
     final = chains[-1]  # some element has several writers, so there is a chain
     kept = final.elements.intersect_domain(poly.pe_set(final.last))
     single = produced.subtract_range(several)

@@ -67,13 +67,21 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
              for s in mapping.streams if s.direction == "output"}
     to_rel = compute.to_relative()
     placement = tuple((name, rel.apply_range(to_rel)) for name, rel in mapping.placement)
-    outputs = [
-        output_flow(s, sides[s.tensor], model, mapping, compute, colors)
-        for s in mapping.streams if s.direction == "output"
-    ]
+    outputs: list[OutputFlow] = []
+    gathers: list[Exchange] = []
+    completions: list[ResidentReduction] = []
+    for stream in mapping.streams:
+        if stream.direction == "output":
+            out, gather, chains = output_flow(stream, sides[stream.tensor], model, mapping,
+                                              compute, colors)
+            outputs.append(out)
+            gathers.extend([gather] if gather is not None else [])
+            completions.extend(chains)
     reductions = [r for tensor, direction in mapping.resident if direction == "output"
                   for r in resident_reduction(tensor, model, mapping, compute, colors)]
     exchanges, combines = plan_exchanges(model, mapping, dict(placement), compute, colors)
+    exchanges += gathers
+    combines += completions
     tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs,
                                     reductions + combines, mapping)
     for ex in exchanges:

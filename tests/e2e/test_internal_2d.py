@@ -79,6 +79,28 @@ CASES = {
         input B resident
         output E resident
         """),
+    # Outputs computed away from the line of their external PE: gathered next to the
+    # side first (an exchange), then streamed out.
+    "gemv_output_gathered_across_rows": ("""
+        lair gemv<T=float16>(): T W[8][8], T x[8] -> T y[8]
+        { all (i, j) in (8, 8) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[2, 2] }
+        placement { gemv[i, j] -> PE[i//4, j//4] }
+        input  x resident
+        input  W resident
+        output y dense { y[i = 0:7] -> [PE[2, 0] -> index[i]] }
+        """),
+    "scores_out_north_from_a_grid": ("""
+        lair att<T=float16>(): T Q[8][4], T K[8][4] -> T S[8][8]
+        { all (i, j, k) in (8, 8, 4) S[i][j] += Q[i][k] * K[j][k] }
+        """, """
+        rectangle { PE[2, 2] }
+        placement { att[i, j, k] -> PE[j//4, i//4] }
+        input  Q resident
+        input  K resident
+        output S dense { S[i = 0:7, j = 0:7] -> [PE[0, -1] -> index[i, j]] }
+        """),
 }
 
 
