@@ -846,9 +846,6 @@ class _ComputeBuilder:
         # (when, send color, recv color, sends (value, index) pairs)
         roles: list[tuple[Cond | None, int, int | None, bool]] = []
         sparse = out.kind == "sparse"
-        if sparse and n != 1:
-            raise unsupported(out.tensor, f"sparse output '{out.tensor}' has a {n}-dimensional "
-                                          "index; sparse outputs need a one-dimensional index")
         if not out.chain:
             self.routes.append(Route(first, "RAMP", (send_port,), senders))
             roles.append((senders, first, None, sparse))
@@ -874,9 +871,10 @@ class _ComputeBuilder:
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for when, send_color, recv_color, pairs in roles:
             if pairs:
+                closing = (SendEnd(send_color),) if n == 1 else ()  # (else per group)
                 cases.append((when, (*self._scalar_send(
                     indices, context, pieces[0], local, send_color, recv_color, reduction,
-                    with_index=True), SendEnd(send_color))))
+                    with_index=True), *closing)))
             elif self.simd_output and n <= 4 and linear:
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
@@ -904,13 +902,24 @@ class _ComputeBuilder:
         index = [aff_in_vars(to_local.get_at(d), names, context)
                  for d in range(to_local.dim(isl.dim_type.out))]
 
+        # A multi-dimensional sparse index: the wavelet carries the innermost index and an
+        # end mark closes each group of outer index values, after its last element.
+        group_end: IExpr | None = None
+        if with_index and len(names) > 1:
+            inner = _bind_leading(indices, names[:-1])
+            group_end = pw_aff_expr(inner.dim_max(0), inner.params())
+
         def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
             env = dict(zip(names, coords, strict=True))
             element: FExpr = Load(local.name, tuple(_simplify(substitute(i, env))
                                                      for i in index))
             if recv_color is not None:
                 element = FBin("max" if reduction == "fmax" else "+", element, Recv(recv_color))
-            return [Send(send_color, element, coords[-1] if with_index else None)]
+            sends: list[Stmt] = [Send(send_color, element, coords[-1] if with_index else None)]
+            if group_end is not None:
+                last = _simplify(substitute(group_end, env))
+                sends.append(If(Cmp("==", coords[-1], last), (SendEnd(send_color),)))
+            return sends
 
         return scan(indices.set_tuple_name("out"), context, body)
 

@@ -99,7 +99,18 @@ CASES = {
         placement { att[i, j, k] -> PE[j//4, i//4] }
         input  Q resident
         input  K resident
-        output S dense { S[i = 0:7, j = 0:7] -> [PE[0, -1] -> index[i, j]] }
+        output S sparse { S[i = 0:7, j = 0:7] -> [PE[0, -1] -> index[i, j]] }
+        """),
+    # A two-dimensional sparse index along an output chain (end mark per row of S).
+    "scores_sparse_2d_east_chain": ("""
+        lair att<T=float16>(): T Q[8][4], T K[8][4] -> T S[8][8]
+        { all (i, j, k) in (8, 8, 4) S[i][j] += Q[i][k] * K[j][k] }
+        """, """
+        rectangle { PE[2, 2] }
+        placement { att[i, j, k] -> PE[j//4, i//4] }
+        input  Q resident
+        input  K resident
+        output S sparse { S[i = 0:7, j = 0:7] -> [PE[2, i//4] -> index[i mod 4, j]] }
         """),
 }
 
