@@ -88,7 +88,7 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors) -> InputPlan
             how[key] = "direct"
             continue
         if side not in regions:
-            peeled = _peel_if_free(compute, side, placed)
+            peeled = _peel_if_free(compute, side, placed, _entries_besides(mapping, side))
             if peeled is not None and _adapters_fit(part, side, model, mapping, *peeled):
                 regions[side], compute = peeled
         fits = side in regions and _adapters_fit(
@@ -134,15 +134,30 @@ def _side_lines(width: int, height: int) -> dict[Side, isl.Set]:
             "W": pe_box(-1, -1, 0, height - 1), "E": pe_box(width, width, 0, height - 1)}
 
 
-def _peel_if_free(compute: Region, side: Side, placed: isl.Set) -> tuple[Region, Region] | None:
-    """The border line of ``side`` and what remains, if the line runs no instances."""
+def _peel_if_free(compute: Region, side: Side, placed: isl.Set, entries: isl.Set
+                  ) -> tuple[Region, Region] | None:
+    """The border line of ``side`` and what remains, if the line runs no instances and
+    no stream of another side enters or leaves through it (``entries``)."""
     peeled = peel_line(compute, side)
     if peeled is None:
         return None
     line, rest = peeled
     if not placed.intersect(absolute_pes(line)).is_empty():
         return None
+    if not entries.intersect(absolute_pes(line)).is_empty():
+        return None
     return line, rest
+
+
+def _entries_besides(mapping: Mapping, side: Side) -> isl.Set:
+    """The PEs where streams of the other sides enter or leave the rectangle."""
+    result = isl.Set.empty(pe_space())
+    for stream in mapping.streams:
+        for other, part in split_by_side(stream, mapping.width, mapping.height):
+            if other != side:
+                result = result.union(part.external_pes.range().apply(
+                    translate(*inward(other))))
+    return result
 
 
 def _adapters_fit(part: Stream, side: Side, model: PolyModel, mapping: Mapping,
@@ -281,11 +296,15 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     tensor = stream.tensor
     to_rel = compute.to_relative()
     external_color = colors.take(f"input '{tensor}'")
-    need = accessing_pes(model, mapping, tensor, write=False).apply_range(to_rel)
+    need = accessing_pes(model, mapping, tensor, write=False).apply_range(
+        to_rel).intersect_domain(stream.relation.domain())
     sources_rel = stream.external_pes.apply_range(to_rel)
     groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
     if stream.kind == "dense":
         require_consecutive(stream, tensor)
+    if adapter_line is not None and stream.index_dims != 1:
+        raise unsupported(tensor, f"input '{tensor}' has a {stream.index_dims}-dimensional "
+                          "index; adapters spread streams with a one-dimensional index only")
     if adapter_line is None:
         lines = sources_rel.apply_range(to_line_position(side, 0)).range()
         reach = lines.apply(same_line(side)).intersect(compute.pes())
