@@ -282,7 +282,8 @@ class _Check:
         several = _several_valued(writers)
         flow = self.tg.output_flow(tensor)
         gather = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
-        if flow is not None and gather is not None:
+        completed = any(c.tensor == tensor for c in self.tg.combines)
+        if flow is not None and (gather is not None or completed):
             self.gathered(tensor, flow, gather, writers, several)
             return
         if flow is not None:
@@ -317,8 +318,8 @@ class _Check:
             raise self.fail(f"resident output '{tensor}': its totals are not kept by exactly "
                             "one PE per element", writers.reverse())
 
-    def gathered(self, tensor: str, flow: OutputFlow, gather: Exchange, writers: isl.Map,
-                 several: isl.Set) -> None:
+    def gathered(self, tensor: str, flow: OutputFlow, gather: Exchange | None,
+                 writers: isl.Map, several: isl.Set) -> None:
         """An output computed away from the line of its external PE: the PE next to the
         side sends each element once, holding it complete (computed there, kept there
         by a combination, or brought there by the exchange)."""
@@ -331,15 +332,17 @@ class _Check:
         elif not several.is_empty():
             raise self.fail(f"output '{tensor}' has partial results on several PEs and "
                             "nothing combines them", writers.intersect_domain(several).reverse())
-        sends, complete = poly.align_params(gather.produced, complete)
-        if not sends.is_subset(complete):
-            raise self.fail(f"the gathering of output '{tensor}' sends elements that are not "
-                            "complete", sends.subtract(complete))
         sent = flow.sent_by().intersect_domain(flow.senders)
         sent, held = poly.align_params(sent, complete)
-        delivered, sent = poly.align_params(gather.needed, sent)
-        delivered, sends = poly.align_params(delivered, sends)
-        held = held.union(delivered.intersect_range(sends.range()))
+        if gather is not None:
+            sends, complete = poly.align_params(gather.produced, complete)
+            if not sends.is_subset(complete):
+                raise self.fail(f"the gathering of output '{tensor}' sends elements that "
+                                "are not complete", sends.subtract(complete))
+            delivered, sent = poly.align_params(gather.needed, sent)
+            delivered, sends = poly.align_params(delivered, sends)
+            held, delivered = poly.align_params(held, delivered)
+            held = held.union(delivered.intersect_range(sends.range()))
         held, sent = poly.align_params(held, sent)
         if not sent.is_subset(held):
             raise self.fail(f"output '{tensor}' is sent by a PE that does not hold it complete",
