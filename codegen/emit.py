@@ -14,7 +14,6 @@ import islpy as isl
 
 from codegen.islast import (
     aff_expr,
-    aff_in_vars,
     condition_of,
     normalize,
     pw_aff_expr,
@@ -814,26 +813,23 @@ class _ComputeBuilder:
                 "elements, or only the PE next to the side")
         rect = poly.rectangularity(indices, index=())
         pma = k_to_local.as_pw_multi_aff()
-        if pma.n_piece() != 1:
-            raise unsupported(out.tensor,
-                f"output '{out.tensor}': the elements a PE sends do not map affinely onto "
-                "its local array in the stream's order")
-        pieces: list[isl.MultiAff] = []
-        pma.foreach_piece(lambda _s, ma: pieces.append(ma))
-        flat = flatten(pieces[0], local.size)
         n = int(indices.dim(isl.dim_type.set))
-        # One SIMD configuration needs the same box of elements on every PE; uneven tiles
-        # (a smaller last tile) send theirs in scalar loops.
-        uniform = rect.rectangular and rect.constant_size is not None
+        # One SIMD configuration needs the same box of elements on every PE, read at
+        # base + sum(stride * k): one affine piece (a grown array can make the position
+        # floor(k / 6) * 66 + k mod 6; uneven tiles have smaller last boxes). Otherwise
+        # scalar loops send the elements.
+        linear = pma.n_piece() == 1 and rect.rectangular and rect.constant_size is not None
         sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
-        strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
-                        for k in range(n))
-        # SIMD reads the array at base + sum(stride * k): only where the flat position is
-        # affine in k (a grown array can make it floor(k / 6) * 66 + k mod 6).
-        linear = uniform and not any(
-            flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
-            for d in range(flat.dim(isl.dim_type.div)))
+        strides: tuple[int, ...] = (0,) * n
         base: IExpr = IConst(0)
+        if linear:
+            pieces: list[isl.MultiAff] = []
+            pma.foreach_piece(lambda _s, ma: pieces.append(ma))
+            flat = flatten(pieces[0], local.size)
+            strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                            for k in range(n))
+            linear = not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                             for d in range(flat.dim(isl.dim_type.div)))
         if linear:
             base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
                 rect.minimum.align_params(flat.get_space())), context)
@@ -873,7 +869,7 @@ class _ComputeBuilder:
             if pairs:
                 closing = (SendEnd(send_color),) if n == 1 else ()  # (else per group)
                 cases.append((when, (*self._scalar_send(
-                    indices, context, pieces[0], local, send_color, recv_color, reduction,
+                    k_to_local, context, local, send_color, recv_color, reduction,
                     with_index=True), *closing)))
             elif self.simd_output and n <= 4 and linear:
                 op = "copy" if recv_color is None else reduction
@@ -886,7 +882,7 @@ class _ComputeBuilder:
                 cases.append((when, [Run(name, ((local.name, base),))]))
             else:
                 cases.append((when, self._scalar_send(
-                    indices, context, pieces[0], local, send_color, recv_color, reduction)))
+                    k_to_local, context, local, send_color, recv_color, reduction)))
         if out.chain:  # only the lines the output leaves along take part
             return list(_guarded(senders, _cases(cases, exhaustive=True)))
         return list(_cases(cases, exhaustive=False))
@@ -895,33 +891,35 @@ class _ComputeBuilder:
         definer = self.tg.model.graph.definer(tensor)
         return "fmax" if definer is not None and definer.op == "max=" else "fadd"
 
-    def _scalar_send(self, indices: isl.Set, context: isl.Set, to_local: isl.MultiAff,
-                     local: LocalTensor, send_color: int, recv_color: int | None,
-                     reduction: str, *, with_index: bool = False) -> tuple[Stmt, ...]:
-        names = [f"k{d}" for d in range(indices.dim(isl.dim_type.set))]
-        index = [aff_in_vars(to_local.get_at(d), names, context)
-                 for d in range(to_local.dim(isl.dim_type.out))]
-
+    def _scalar_send(self, k_to_local: isl.Map, context: isl.Set, local: LocalTensor,
+                     send_color: int, recv_color: int | None, reduction: str, *,
+                     with_index: bool = False) -> tuple[Stmt, ...]:
+        """Loops sending, in the stream's index order ``k``, the element at local position
+        ``k_to_local(k)`` (the loops visit the pairs (k, position), so the position may
+        be any quasi-affine, piecewise function of ``k``)."""
+        indices = k_to_local.domain()
+        n = int(indices.dim(isl.dim_type.set))
+        names = [f"k{d}" for d in range(n)]
         # A multi-dimensional sparse index: the wavelet carries the innermost index and an
         # end mark closes each group of outer index values, after its last element.
         group_end: IExpr | None = None
-        if with_index and len(names) > 1:
+        if with_index and n > 1:
             inner = _bind_leading(indices, names[:-1])
             group_end = pw_aff_expr(inner.dim_max(0), inner.params())
 
         def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
-            env = dict(zip(names, coords, strict=True))
-            element: FExpr = Load(local.name, tuple(_simplify(substitute(i, env))
-                                                     for i in index))
+            k, position = coords[:n], coords[n:]
+            element: FExpr = Load(local.name, tuple(_simplify(c) for c in position))
             if recv_color is not None:
                 element = FBin("max" if reduction == "fmax" else "+", element, Recv(recv_color))
-            sends: list[Stmt] = [Send(send_color, element, coords[-1] if with_index else None)]
+            sends: list[Stmt] = [Send(send_color, element, k[-1] if with_index else None)]
             if group_end is not None:
-                last = _simplify(substitute(group_end, env))
-                sends.append(If(Cmp("==", coords[-1], last), (SendEnd(send_color),)))
+                last = _simplify(substitute(group_end, dict(zip(names, k, strict=True))))
+                sends.append(If(Cmp("==", k[-1], last), (SendEnd(send_color),)))
             return sends
 
-        return scan(indices.set_tuple_name("out"), context, body)
+        pairs = k_to_local.wrap().flatten().set_tuple_name("out")
+        return scan(pairs, context, body)
 
 
 def _simd_operand(o: Operand) -> SimdOperand:

@@ -171,6 +171,8 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
     """
     instances, context = instances.align_params(context.get_space()), context.align_params(
         instances.get_space())
+    if instances.intersect_params(context).is_empty():
+        return ()
     failure: ScanError | None = None
     for generate in (_scan_nested, _scan_compressed, _scan_one_band, _scan_bounded):
         try:

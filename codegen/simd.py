@@ -445,7 +445,7 @@ def _extras_allowed(pstmt: PolyStatement, shape: OpShape, comp: poly.Compression
         if not reads.is_subset(bounds):
             return f"the box hull's extra instances would read outside the local '{tensor}'"
     written = check.proper.union(check.extra)
-    box = poly.set_box_hull(written)
+    box = poly.set_box_hull(written, affine=True)
     if box is None:
         return "the elements written with the extra instances have no fixed-size box"
     if box.offset.get_domain_space().dim(isl.dim_type.param) and any(

@@ -326,7 +326,7 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             f"{fmt('index', point[2:])}; a dense wavelet carries no index, so its receivers "
             "count them: give the elements each line needs consecutive indices, or make the "
             "stream sparse")
-    box = poly.range_box_hull(per_source)
+    box = poly.range_box_hull(per_source, affine=True)
     if box is None:
         raise unsupported(tensor,
             f"input '{tensor}': the indices sent down each line have no fixed-size box, so "

@@ -14,7 +14,9 @@ from mapping.flows import (
     accessing_pes,
     chain_length,
     shift_relation,
+    to_line_position,
 )
+from mapping.inputs import entry_coordinate
 from mapping.mesh import (
     Side,
     inward,
@@ -40,7 +42,10 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     relation = shift_relation(stream.relation, to_rel)
     dst = stream.external_pes.apply_range(to_rel)
     line = dst.apply_range(same_line(side)).intersect_range(compute.pes())
-    edge = dst.apply_range(translate(*inward(side))).intersect_range(compute.pes())
+    # The compute PE next to the side in each element's line (an adapter line of the
+    # same side, if any, passes the stream on).
+    edge = dst.apply_range(to_line_position(side, entry_coordinate(side, compute))).apply_range(
+        translate(*inward(side))).intersect_range(compute.pes())
     if not writers.is_subset(line):
         produced = writers.reverse()
         chains, complete = combine_partials(tensor, produced, edge.reverse(), model, mapping,

@@ -317,7 +317,8 @@ def _zero_based_box(space: isl.Space, size: Sequence[int]) -> isl.Set:
 
 @dataclass(frozen=True)
 class FixedSizeBox:
-    """A box ``offset <= x < offset + size`` with a purely affine offset.
+    """A box ``offset <= x < offset + size``; the offset is quasi-affine (paper §4.3: a
+    local array may start at ``floor(PE_X / 2)``; code computes it once per PE).
 
     For the range of a relation ``D -> R`` the offset is a ``MultiAff`` ``D -> R``
     (over the parameters too); for a set it lives on the parameters only.
@@ -352,7 +353,7 @@ def _unstride(proj: isl.Map, shift: isl.Aff, stride: int) -> isl.Map:
     return proj.wrap().preimage_multi_aff(substitution).unwrap()
 
 
-def _smallest_extent(work: isl.Map) -> tuple[int, isl.Aff] | None:
+def _smallest_extent(work: isl.Map, affine: bool) -> tuple[int, isl.Aff] | None:
     """Smallest size over the lower bounds of the simple hull, with its offset."""
     n_in = work.dim(_dt.in_)
     hull = work.simple_hull().wrap()
@@ -364,9 +365,9 @@ def _smallest_extent(work: isl.Map) -> tuple[int, isl.Aff] | None:
             continue
         if constraint.involves_dims(_dt.div, 0, constraint.dim(_dt.div)):
             continue
-        lower = constraint.get_bound(_dt.set, n_in).ceil()
-        if lower.involves_locals():
-            continue  # ceil(b/m) is quasi-affine: the offset must be purely affine
+        lower = constraint.get_bound(_dt.set, n_in).ceil()  # quasi-affine: ceil(b/m)
+        if affine and lower.involves_locals():
+            continue
         extent = hull.max_val(var.sub(lower))
         if not extent.is_int():
             continue
@@ -379,7 +380,7 @@ def _smallest_extent(work: isl.Map) -> tuple[int, isl.Aff] | None:
     return size, lower.pullback_multi_aff(_embed_domain(work.get_space(), hull.get_space()))
 
 
-def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
+def _dim_extent(proj: isl.Map, affine: bool) -> tuple[isl.Aff, int] | None:
     """Offset (affine in the domain) and size of the single output of ``proj``.
 
     On a stride lattice ``i = f + s·i'`` the bounds on ``i'`` are tried first, as
@@ -390,8 +391,8 @@ def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
     stride = _int(info.get_stride())
     shift = info.get_offset()
     best: tuple[int, isl.Aff] | None = None
-    if stride > 1 and not shift.involves_locals():
-        found = _smallest_extent(_unstride(proj, shift, stride))
+    if stride > 1 and not (affine and shift.involves_locals()):
+        found = _smallest_extent(_unstride(proj, shift, stride), affine)
         if found is not None:
             size, offset = found
             offset = shift.add(offset.scale_val(_val(proj.get_ctx(), stride)))
@@ -399,7 +400,7 @@ def _dim_extent(proj: isl.Map) -> tuple[isl.Aff, int] | None:
             # when it really contains the set.
             if _within(proj, offset, stride * (size - 1) + 1):
                 best = (stride * (size - 1) + 1, offset)
-    found = _smallest_extent(proj)
+    found = _smallest_extent(proj, affine)
     if found is not None and (best is None or found[0] < best[0]) and _within(
             proj, found[1], found[0]):
         best = found
@@ -435,13 +436,14 @@ def index_gaps(rel: isl.Map) -> isl.Set:
     return between.subtract(last).wrap().flatten()
 
 
-def range_box_hull(rel: isl.Map) -> FixedSizeBox | None:
+def range_box_hull(rel: isl.Map, *, affine: bool = False) -> FixedSizeBox | None:
     """Fixed-size box hull of the range of ``rel`` (isl's algorithm; DESIGN §8).
 
     Per output dimension: project out the other outputs, work on the stride lattice
     if there is one, and try every lower bound ``m·i >= b`` of the simple hull as
     offset ``ceil(b/m)``, keeping the smallest finite size (the first on ties).
-    ``None`` when some dimension has no finite size with a purely affine offset.
+    ``None`` when some dimension has no finite size. ``affine`` keeps only offsets
+    without ``floor`` (where code needs a linear base, as SIMD instructions do).
     """
     n_out = rel.dim(_dt.out)
     rel = rel.detect_equalities()
@@ -449,7 +451,7 @@ def range_box_hull(rel: isl.Map) -> FixedSizeBox | None:
     sizes: list[int] = []
     for pos in range(n_out):
         proj = rel.project_out(_dt.out, pos + 1, n_out - pos - 1).project_out(_dt.out, 0, pos)
-        extent = _dim_extent(proj)
+        extent = _dim_extent(proj, affine)
         if extent is None:
             return None
         offsets.append(extent[0])
@@ -457,9 +459,9 @@ def range_box_hull(rel: isl.Map) -> FixedSizeBox | None:
     return FixedSizeBox(_multi_aff(rel.get_space(), offsets), tuple(sizes))
 
 
-def set_box_hull(s: isl.Set) -> FixedSizeBox | None:
+def set_box_hull(s: isl.Set, *, affine: bool = False) -> FixedSizeBox | None:
     """Fixed-size box hull of a set; the offset depends on the parameters only."""
-    box = range_box_hull(isl.Map.from_range(s))
+    box = range_box_hull(isl.Map.from_range(s), affine=affine)
     if box is None:
         return None
     return FixedSizeBox(box.offset.project_domain_on_params(), box.size)
@@ -853,7 +855,7 @@ def enumerate_sizes(
     """
     index = index_params(sizes) if index is None else tuple(index)
     over_index = project_out_params(sizes, index).coalesce()
-    box = set_box_hull(over_index)
+    box = set_box_hull(over_index, affine=True)
     if box is None:
         return None
     space = over_index.get_space()
@@ -888,7 +890,7 @@ class BoxApproximation:
 
 def approximate_by_box(instances: isl.Set) -> BoxApproximation | None:
     """Box-hull approximation of §5.3; ``None`` when there is no fixed-size box."""
-    box = set_box_hull(instances)
+    box = set_box_hull(instances, affine=True)
     if box is None:
         return None
     approximated = box_set(box, instances.params())

@@ -13,6 +13,7 @@ from mapping.flows import (
     Colors,
     Region,
     ResidentReduction,
+    absolute,
     accessing_pes,
     unsupported,
 )
@@ -53,7 +54,8 @@ def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute:
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     e = witness(several)
     at = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), e)))
-    pes = [witness(at.lexmin().range()), witness(at.lexmax().range())]
+    pes = [absolute(compute, witness(at.lexmin().range())),
+           absolute(compute, witness(at.lexmax().range()))]
     raise unsupported(
         tensor,
         f"{what} '{tensor}': element {fmt(tensor, e)} is computed on "
