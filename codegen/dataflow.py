@@ -218,47 +218,78 @@ class _Check:
                         if p.stmt.target.tensor == tensor)
         return poly.elements_per_pe(self.placed(producer), producer.write).reverse(), producer
 
+    def completed(self, tensor: str, writers: isl.Map) -> isl.Map:
+        """``PE -> element``: where each element of ``tensor`` is complete, its partial
+        results combined (by chains or a reducing exchange, checked here)."""
+        several = _several_valued(writers)
+        complete = writers.subtract_domain(several).reverse()
+        if several.is_empty():
+            return complete
+        chain = next((c for c in reversed([*self.tg.combines, *self.tg.reductions])
+                      if c.tensor == tensor), None)
+        reduce = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and ex.reduce),
+                      None)
+        if chain is not None:
+            kept = chain.elements.intersect_domain(poly.pe_set(chain.last))
+        elif reduce is not None:
+            kept = self.reduced(tensor, reduce, writers, several)
+        else:
+            return complete
+        kept, several = poly.align_params(kept, several)
+        kept, complete = poly.align_params(kept.intersect_range(several), complete)
+        return complete.union(kept)
+
+    def reduced(self, tensor: str, ex: Exchange, writers: isl.Map, several: isl.Set
+                ) -> isl.Map:
+        """A reducing exchange: one keeper per element with several writers, to which
+        every other writer sends its partial result, and nobody else."""
+        keeper = ex.needed.reverse()
+        writers, keeper = poly.align_params(writers, keeper)
+        several, keeper = poly.align_params(several, keeper)
+        if not (keeper.is_single_valued() and keeper.domain().is_equal(several)
+                and keeper.is_subset(writers)):
+            raise self.fail(f"the partial results of '{tensor}' are not summed by exactly one "
+                            "of their writers per element", keeper)
+        senders = writers.intersect_domain(several).subtract(keeper).reverse()
+        sent, senders = poly.align_params(ex.produced, senders)
+        if not sent.is_equal(senders):
+            raise self.fail(f"the partial results of '{tensor}' sent to their keepers are not "
+                            "exactly those of the other writers",
+                            sent.subtract(senders).union(senders.subtract(sent)))
+        return ex.needed
+
     def internal(self, statement: str, task: Task, tensor: str, used: isl.Map) -> None:
         writers, producer = self.writers(tensor)
         writers, used = poly.align_params(writers, used)
-        partial = _several_valued(writers)
-        read_partial = used.intersect_range(partial)
-        combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
-        exchange = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
-        if combine is not None:  # the totals are on the segment's last PE, read there
-            kept = combine.elements.intersect_domain(poly.pe_set(combine.last))
-            kept, read_partial = poly.align_params(kept, read_partial)
-            read_partial = read_partial.subtract(kept)
-            if exchange is not None:  # or brought there from the last PE
-                sent, kept = poly.align_params(exchange.produced, kept)
-                several, sent = poly.align_params(partial, sent)
-                sent_partial = sent.intersect_range(several)
-                if not sent_partial.is_subset(kept):
-                    raise self.fail(f"the exchange of '{tensor}' sends partial results",
-                                    sent_partial.subtract(kept))
-                delivered, read_partial = poly.align_params(exchange.needed, read_partial)
-                read_partial = read_partial.subtract(delivered)
-        if not read_partial.is_empty():
-            raise self.fail(f"{statement} reads '{tensor}', whose elements have partial "
-                            f"results on several PEs, before they are combined", read_partial)
+        complete = self.completed(tensor, writers)
+        share = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and not ex.reduce),
+                     None)
+        available = complete
+        if share is not None:
+            sent, complete = poly.align_params(share.produced, complete)
+            if not sent.is_subset(complete):
+                raise self.fail(f"the exchange of '{tensor}' sends elements that are not "
+                                "complete", sent.subtract(complete))
+            delivered, available = poly.align_params(share.needed, complete)
+            available = available.union(delivered)
+        used, available = poly.align_params(used, available)
+        missing = used.intersect_range(writers.domain()).subtract(available)
+        if not missing.is_empty():
+            several = _several_valued(writers)
+            local = writers.reverse()
+            missing, local = poly.align_params(missing, local)
+            partial = missing.intersect_range(several).intersect(local)
+            if not partial.is_empty():
+                raise self.fail(f"{statement} reads '{tensor}', whose elements have partial "
+                                "results on several PEs, before they are combined", partial)
+            raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "
+                            "PE, and nothing delivers them", missing)
         producing = next(t for t in self.tg.tasks
                          if t.kind == "compute" and t.statement == producer.name)
         if producing.trigger is None and self.order.index(producing.name) > self.order.index(
                 task.name):
             raise self.fail(f"{statement} runs before {producer.name}, which defines the "
                             f"'{tensor}' it reads", used)
-        local = writers.reverse()
-        remote = used.subtract(local).intersect_range(writers.domain())
-        if not remote.is_empty():
-            needed = exchange.needed if exchange is not None else None
-            if needed is None:
-                raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "
-                                "PE, and nothing sends them", remote)
-            remote, needed = poly.align_params(remote, needed)
-            if not remote.is_subset(needed):
-                raise self.fail(f"{statement} reads elements of '{tensor}' computed on another "
-                                "PE that its exchange does not deliver",
-                                remote.subtract(needed))
         if producer.stmt.op == "max=":
             unwritten = used.subtract_range(writers.domain())
             pes = writers.range()
@@ -281,10 +312,10 @@ class _Check:
                             f"would produce", isl.Map.from_range(missing))
         several = _several_valued(writers)
         flow = self.tg.output_flow(tensor)
-        gather = next((ex for ex in self.tg.exchanges if ex.tensor == tensor), None)
-        completed = any(c.tensor == tensor for c in self.tg.combines)
-        if flow is not None and (gather is not None or completed):
-            self.gathered(tensor, flow, gather, writers, several)
+        moved = any(ex.tensor == tensor for ex in self.tg.exchanges) or any(
+            c.tensor == tensor for c in self.tg.combines)
+        if flow is not None and moved:
+            self.gathered(tensor, flow, writers, several)
             return
         if flow is not None:
             line = flow.relation.range_factor_domain().apply_range(same_line(flow.side))
@@ -306,32 +337,21 @@ class _Check:
             return
         if several.is_empty():
             return
-        red = next((r for r in reversed(self.tg.reductions) if r.tensor == tensor), None)
-        if red is None:
-            raise self.fail(f"resident output '{tensor}' has partial results on several PEs "
-                            "and nothing combines them",
-                            writers.intersect_domain(several).reverse())
-        keeps = poly.pe_set(red.last)
-        writers, keeps = poly.align_params(writers, keeps)
-        kept = writers.intersect_range(keeps)
-        if not (kept.is_single_valued() and kept.domain().is_equal(writers.domain())):
+        complete = self.completed(tensor, writers).reverse()
+        complete, written = poly.align_params(complete, writers.domain())
+        if not (complete.is_single_valued() and complete.domain().is_equal(written)):
             raise self.fail(f"resident output '{tensor}': its totals are not kept by exactly "
-                            "one PE per element", writers.reverse())
+                            "one PE per element", complete.union(
+                                writers.intersect_domain(several).subtract(complete)))
 
-    def gathered(self, tensor: str, flow: OutputFlow, gather: Exchange | None,
-                 writers: isl.Map, several: isl.Set) -> None:
+    def gathered(self, tensor: str, flow: OutputFlow, writers: isl.Map, several: isl.Set
+                 ) -> None:
         """An output computed away from the line of its external PE: the PE next to the
         side sends each element once, holding it complete (computed there, kept there
         by a combination, or brought there by the exchange)."""
-        complete = writers.subtract_domain(several).reverse()  # PE -> element
-        combine = next((c for c in reversed(self.tg.combines) if c.tensor == tensor), None)
-        if combine is not None:
-            kept = combine.elements.intersect_domain(poly.pe_set(combine.last))
-            kept, complete = poly.align_params(kept, complete)
-            complete = complete.union(kept.intersect_range(several))
-        elif not several.is_empty():
-            raise self.fail(f"output '{tensor}' has partial results on several PEs and "
-                            "nothing combines them", writers.intersect_domain(several).reverse())
+        complete = self.completed(tensor, writers)  # PE -> element
+        gather = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and not ex.reduce),
+                      None)
         sent = flow.sent_by().intersect_domain(flow.senders)
         sent, held = poly.align_params(sent, complete)
         if gather is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import islpy as isl
 
@@ -347,6 +348,13 @@ class _ComputeBuilder:
                 if red.tensor == local.tensor and written is not None:
                     written, keeps = poly.align_params(written, red.last)
                     written = written.intersect_params(keeps).coalesce()  # the totals only
+            for ex in self.tg.exchanges:
+                if ex.tensor == local.tensor and ex.reduce and written is not None:
+                    # partial results are summed where kept: store the totals only
+                    totals, several = poly.bind_pe(ex.needed), ex.needed.range()
+                    written, several = poly.align_params(written, several)
+                    written, totals = poly.align_params(written.subtract(several), totals)
+                    written = written.union(totals).coalesce()
             store_set = str(written) if written is not None else None
         return Array(local.name, local.dtype, local.size, exprs,
                      local.tensor if local.resident_input else None, None, store, store_set)
@@ -584,39 +592,44 @@ class _ComputeBuilder:
         tensors, in dependence order, then the outputs. An internal tensor shared with
         other PEs splits this into steps: the exchange runs between them (a local task
         ``turn_T`` per exchange, ``step_k`` for what follows it)."""
-        exchanged = {ex.tensor: ex for ex in self.tg.exchanges}
+        exchanged: dict[str, list[Exchange]] = {}
+        for ex in self.tg.exchanges:
+            exchanged.setdefault(ex.tensor, []).append(ex)
         combined: dict[str, list[ResidentReduction]] = {}
         for red in self.tg.combines:
             combined.setdefault(red.tensor, []).append(red)
         steps: list[list[Stmt]] = [[]]
         order: list[Exchange] = []
+
+        def complete(tensor: str) -> None:
+            """Before the first use of ``tensor``: its partial results combined, then its
+            exchanges, each ending a step."""
+            for red in combined.pop(tensor, []):
+                steps[-1].extend(self._combine(red))
+            for ex in exchanged.pop(tensor, []):
+                order.append(ex)
+                steps.append([])
+
         for t in self.tg.tasks:
             if t.kind != "compute" or t.trigger is not None or t.statement is None:
                 continue
             stmt = self.tg.model.statement(t.statement).stmt
             for read in stmt.reads:
-                for red in combined.pop(read.tensor, []):  # the totals first, where kept
-                    steps[-1].extend(self._combine(red))
-                ex = exchanged.get(read.tensor)
-                if ex is not None and ex not in order:
-                    order.append(ex)
-                    steps.append([])
+                complete(read.tensor)
             steps[-1].extend(self._compute(t.name))
         for out in self.tg.outputs:  # completed and gathered next to the side first
-            for red in combined.pop(out.tensor, []):
-                steps[-1].extend(self._combine(red))
-            ex = exchanged.get(out.tensor)
-            if ex is not None and ex not in order:
-                order.append(ex)
-                steps.append([])
+            complete(out.tensor)
             steps[-1].extend(self._output(out))
         for red in self.tg.reductions:
             steps[-1].extend(self._combine(red))
+        for tensor in list(exchanged):  # resident outputs summed where they are kept
+            complete(tensor)
         if not order:
             return steps[0]
         self.ints.append(IntVar("phase"))
         for k, ex in enumerate(order, start=1):
-            steps[k - 1].extend([SetInt("phase", "=", IConst(k)), Activate(f"turn_{ex.tensor}")])
+            steps[k - 1].extend([SetInt("phase", "=", IConst(k)),
+                                 Activate(f"turn_{_exchange_name(ex)}")])
         for k, ex in enumerate(order, start=1):
             self._exchange(ex, k, steps[k])
         return steps[0]
@@ -628,7 +641,7 @@ class _ComputeBuilder:
         local = self.memory.of(ex.tensor)
         if local is None:
             raise CompilerBug(f"internal tensor '{ex.tensor}' has no local array")
-        t = ex.tensor
+        t = _exchange_name(ex)
         got, sent = f"got_{t}", f"sent_{t}"
         self.ints.extend([IntVar(got), IntVar(sent)])
         c = ex.color
@@ -653,7 +666,7 @@ class _ComputeBuilder:
                 Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
                 Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
             ]
-        shape = self.tg.model.graph.tensor(t).shape
+        shape = self.tg.model.graph.tensor(ex.tensor).shape
         strides = row_major(shape)
         offset = local.offset_aff()
         offsets = [aff_expr(offset.get_at(d), context) for d in range(len(shape))]
@@ -662,14 +675,23 @@ class _ComputeBuilder:
                              if d else IBin("//", IVar("index"), IConst(st)))
                    for d, (st, n) in enumerate(zip(strides, shape, strict=True))]
         where = [_simplify(IBin("-", e, o)) for e, o in zip(element, offsets, strict=True)]
-        inside: Cond | None = None
-        for w, n in zip(where, local.size, strict=True):
-            bound = BoolOp("&&", Cmp(">=", w, IConst(0)), Cmp("<", w, IConst(n)))
-            inside = _and(inside, bound)
-        keep = _guarded(inside, [Store(Load(local.name, tuple(where)), "=", FValue())])
+        if ex.reduce:  # add partial results into the totals this PE keeps
+            names = [f"e{d}" for d in range(len(shape))]
+            keeps = _bind_leading(poly.bind_pe(ex.needed), names).params()
+            op: Literal["+=", "max="] = "max=" if self._reduction_op(
+                ex.tensor) == "fmax" else "+="
+            add = (Store(Load(local.name, tuple(where)), op, FValue()),)
+            keep = substitute_stmts(_guarded(condition_of(keeps, context), add),
+                                    dict(zip(names, element, strict=True)))
+        else:
+            inside: Cond | None = None
+            for w, n in zip(where, local.size, strict=True):
+                bound = BoolOp("&&", Cmp(">=", w, IConst(0)), Cmp("<", w, IConst(n)))
+                inside = _and(inside, bound)
+            keep = _guarded(inside, [Store(Load(local.name, tuple(where)), "=", FValue())])
 
         # Send: the elements this PE computed, with their flat index.
-        produced = poly.bind_pe(ex.produced).set_tuple_name(t)
+        produced = poly.bind_pe(ex.produced).set_tuple_name(ex.tensor)
 
         def send(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
             flat: IExpr = IConst(0)
@@ -920,6 +942,12 @@ class _ComputeBuilder:
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
+
+
+def _exchange_name(ex: Exchange) -> str:
+    """Names the tasks and counters of an exchange (a tensor may have two: its partial
+    results summed, then its totals shared)."""
+    return f"{ex.tensor}_sum" if ex.reduce else ex.tensor
 
 
 def _simd_operand(o: Operand) -> SimdOperand:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import islpy as isl
 
-from lair.lower import CTX, PolyModel
+from lair.lower import PolyModel
 from mapping import poly
 from mapping.flows import (
-    Axis,
     Colors,
     Exchange,
     Region,
     ResidentReduction,
+    exchange_axis,
 )
 from mapping.reductions import combine_partials
 from mapping.validate import Mapping
@@ -40,9 +40,10 @@ def plan_exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.
                                            pstmt.domain)
                 needed = rel if needed is None else needed.union(rel)
         assert produced is not None and needed is not None
-        chains, complete = combine_partials(tensor.name, produced, needed, model, mapping,
-                                            compute, colors)
+        chains, gather, complete = combine_partials(tensor.name, produced, needed, model,
+                                                    mapping, compute, colors)
         combines.extend(chains)
+        result.extend([gather] if gather is not None else [])
         exchange = share(tensor.name, complete, needed, colors)
         if exchange is not None:
             result.append(exchange)
@@ -56,13 +57,6 @@ def share(tensor: str, complete: isl.Map, needed: isl.Map, colors: Colors) -> Ex
     missing = needed.subtract(complete)
     if missing.is_empty():
         return None
-    holder = complete.reverse()
-    deltas = missing.apply_range(holder).deltas()
-    zero = isl.Val.int_from_si(CTX, 0)
-    along_row = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
-        isl.dim_type.set, 1, zero))
-    along_column = deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
-        isl.dim_type.set, 0, zero))
-    axis: Axis = "row" if along_row else "column" if along_column else "region"
+    axis = exchange_axis(missing.apply_range(complete.reverse()).deltas())
     return Exchange(tensor, axis, colors.take(f"tensor '{tensor}' shared between PEs"),
                     complete, needed)

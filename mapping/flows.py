@@ -161,11 +161,25 @@ class Exchange:
     tensor: str
     axis: Axis
     color: int
-    produced: isl.Map  # PE -> complete elements it holds and sends (relative coordinates)
-    needed: isl.Map  # PE -> elements it reads
+    produced: isl.Map  # PE -> elements it sends (relative coordinates)
+    needed: isl.Map  # PE -> elements it keeps (reads, or totals it keeps)
+    # Partial results sent to the one PE that keeps each total, which adds them up
+    # (the others ignore them); otherwise complete elements, kept where read.
+    reduce: bool = False
 
 
 Axis = Literal["row", "column", "region"]
+
+
+def exchange_axis(deltas: isl.Set) -> Axis:
+    """The lines an exchange needs for the steps ``deltas`` (receiver - sender): rows if
+    every step stays in its row, columns likewise, else the whole region."""
+    zero = isl.Val.int_from_si(CTX, 0)
+    for axis, across in (("row", 1), ("column", 0)):
+        if deltas.is_subset(isl.Set.universe(deltas.get_space()).fix_val(
+                isl.dim_type.set, across, zero)):
+            return axis  # type: ignore[return-value]
+    return "region"
 
 
 @dataclass(frozen=True)

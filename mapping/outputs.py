@@ -29,13 +29,14 @@ from mapping.validate import Mapping, Stream
 
 def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
                 compute: Region, colors: Colors
-                ) -> tuple[OutputFlow, Exchange | None, list[ResidentReduction]]:
+                ) -> tuple[OutputFlow, list[Exchange], list[ResidentReduction]]:
     """How ``stream`` leaves: along a chain of the line of its external PE (partial
     results added on the way, PEs computing nothing adding the neutral value), or
     directly from the PE next to the side. Elements computed outside that line are
     first completed where they are computed (partial results combined along their
     segments) and then sent to the PE next to the side (an exchange); that PE sends them
-    out. Returns the flow, that exchange and those combinations."""
+    out. Returns the flow, the exchanges (partial results to their keepers, complete
+    elements to the side) and the chains that combine partial results."""
     tensor = stream.tensor
     to_rel = compute.to_relative()
     writers = accessing_pes(model, mapping, tensor, write=True).apply_range(to_rel)
@@ -48,12 +49,13 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         translate(*inward(side))).intersect_range(compute.pes())
     if not writers.is_subset(line):
         produced = writers.reverse()
-        chains, complete = combine_partials(tensor, produced, edge.reverse(), model, mapping,
-                                            compute, colors, what="output")
+        chains, gather, complete = combine_partials(tensor, produced, edge.reverse(), model,
+                                                    mapping, compute, colors)
         exchange = share(tensor, complete, edge.reverse(), colors)
         color = colors.take(f"output '{tensor}'")
+        exchanges = [e for e in (gather, exchange) if e is not None]
         return (OutputFlow(tensor, stream.kind, side, color, (color, color), relation, False,
-                           edge.range()), exchange, chains)
+                           edge.range()), exchanges, chains)
     # Computed only next to the side: sent from there. Otherwise every PE of the line
     # takes part in a chain towards the side; PEs that compute no part of an element
     # add the neutral value their local array holds.
@@ -63,7 +65,7 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     senders = line.range() if chain else writers.range()
     last = _last_color(side, compute, (first, second)) if chain else first
     return (OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain,
-                       senders), None, [])
+                       senders), [], [])
 
 
 def _last_color(side: Side, region: Region, colors: tuple[int, int]) -> int:

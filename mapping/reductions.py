@@ -11,34 +11,31 @@ from lair.lower import CTX, PolyModel
 from mapping import poly
 from mapping.flows import (
     Colors,
+    Exchange,
     Region,
     ResidentReduction,
-    absolute,
     accessing_pes,
-    unsupported,
+    exchange_axis,
 )
 from mapping.mesh import (
     Side,
-    fmt,
     pe_map_space,
     pe_space,
-    point,
     same_line,
-    witness,
 )
-from mapping.validate import PE, Mapping
+from mapping.validate import Mapping
 
 
 def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,
-                        colors: Colors, *, what: str = "resident output"
-                        ) -> list[ResidentReduction]:
-    """No chain when every element has one writer; otherwise the chains that combine the
-    partial results: along segments of one row or column, or, for partial results spread
-    over rows and columns (a sum over a 2-D grid of tiles), along rows and then along the
-    column of the row totals (or columns, then the row)."""
+                       colors: Colors) -> tuple[list[ResidentReduction], Exchange | None]:
+    """How the partial results of ``tensor`` are combined: not at all when every element
+    has one writer; by chains along segments of one row or column, or along rows and
+    then along the column of the row totals (or columns, then the row), for a sum over
+    a 2-D grid of tiles; otherwise (writers anywhere) by sending every partial result
+    to the least of its element's writers, which adds them up (a reducing exchange)."""
     writers = accessing_pes(model, mapping, tensor, write=True).apply_range(compute.to_relative())
     if writers.is_single_valued():
-        return []
+        return [], None
     for plan in ((None,), ("E", "S"), ("S", "E")):
         chains: list[ResidentReduction] = []
         held = writers
@@ -50,18 +47,19 @@ def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute:
             held = held.intersect_range(poly.pe_set(red.last))
         else:
             if held.is_single_valued():
-                return [_colored(red, tensor, colors) for red in chains]
+                return [_colored(red, tensor, colors) for red in chains], None
+    return [], _reduce_to_keepers(tensor, writers, colors)
+
+
+def _reduce_to_keepers(tensor: str, writers: isl.Map, colors: Colors) -> Exchange:
+    """Every writer but the least sends its partial results of elements with several
+    writers; the least keeps the total."""
     several = writers.lexmax().subtract(writers.lexmin()).domain()
-    e = witness(several)
-    at = writers.intersect_domain(isl.Set.from_point(point(several.get_space(), e)))
-    pes = [absolute(compute, witness(at.lexmin().range())),
-           absolute(compute, witness(at.lexmax().range()))]
-    raise unsupported(
-        tensor,
-        f"{what} '{tensor}': element {fmt(tensor, e)} is computed on "
-        f"{fmt(PE, pes[0])} and {fmt(PE, pes[1])}, and the PEs sharing elements do not "
-        "form segments of rows or columns holding the same elements; combining those "
-        "partial results is not supported yet")
+    keeper = writers.intersect_domain(several).lexmin()  # element -> PE
+    others = writers.intersect_domain(several).subtract(keeper)
+    axis = exchange_axis(others.reverse().apply_range(keeper).deltas())
+    return Exchange(tensor, axis, colors.take(f"partial results of '{tensor}'"),
+                    others.reverse().coalesce(), keeper.reverse().coalesce(), reduce=True)
 
 
 def _colored(red: ResidentReduction, tensor: str, colors: Colors) -> ResidentReduction:
@@ -127,23 +125,24 @@ def _at_least(along: int) -> isl.Map:
 
 
 def combine_partials(tensor: str, produced: isl.Map, needed: isl.Map, model: PolyModel,
-                     mapping: Mapping, compute: Region, colors: Colors, *,
-                     what: str = "internal tensor"
-                     ) -> tuple[list[ResidentReduction], isl.Map]:
+                     mapping: Mapping, compute: Region, colors: Colors
+                     ) -> tuple[list[ResidentReduction], Exchange | None, isl.Map]:
     """A statement may read an internal element only once it is complete. When elements
     have partial results on several PEs (an FC layer's ``y = W x`` split along a row) and
-    some statement reads them, they are combined along each segment of PEs holding them,
-    as for resident outputs, and the segment's last PE (east or south end) keeps the
-    totals. Returns the chains and ``PE -> element`` of the complete elements: those
+    some PE needs them, they are combined first (:func:`resident_reduction`). Returns the
+    chains, the reducing exchange, and ``PE -> element`` of the complete elements: those
     with one writer where it computes them, the others where their totals are kept."""
     writers = produced.reverse()
     several = writers.lexmax().subtract(writers.lexmin()).domain()
     partial = needed.intersect_range(several)
-    if partial.is_empty():
-        return [], produced.subtract_range(several)
-    chains = resident_reduction(tensor, model, mapping, compute, colors, what=what)
-    final = chains[-1]  # some element has several writers, so there is a chain
-    kept = final.elements.intersect_domain(poly.pe_set(final.last))
     single = produced.subtract_range(several)
+    if partial.is_empty():
+        return [], None, single
+    chains, gather = resident_reduction(tensor, model, mapping, compute, colors)
+    if gather is not None:
+        kept = gather.needed
+    else:
+        final = chains[-1]  # some element has several writers, so there is a chain
+        kept = final.elements.intersect_domain(poly.pe_set(final.last))
     kept, single = poly.align_params(kept, single)
-    return chains, single.union(kept.intersect_range(several)).coalesce()
+    return chains, gather, single.union(kept.intersect_range(several)).coalesce()

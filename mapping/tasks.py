@@ -72,13 +72,17 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     completions: list[ResidentReduction] = []
     for stream in mapping.streams:
         if stream.direction == "output":
-            out, gather, chains = output_flow(stream, sides[stream.tensor], model, mapping,
-                                              compute, colors)
+            out, moves, chains = output_flow(stream, sides[stream.tensor], model, mapping,
+                                             compute, colors)
             outputs.append(out)
-            gathers.extend([gather] if gather is not None else [])
+            gathers.extend(moves)
             completions.extend(chains)
-    reductions = [r for tensor, direction in mapping.resident if direction == "output"
-                  for r in resident_reduction(tensor, model, mapping, compute, colors)]
+    reductions: list[ResidentReduction] = []
+    for tensor, direction in mapping.resident:
+        if direction == "output":
+            chains, gather = resident_reduction(tensor, model, mapping, compute, colors)
+            reductions.extend(chains)
+            gathers.extend([gather] if gather is not None else [])
     exchanges, combines = plan_exchanges(model, mapping, dict(placement), compute, colors)
     exchanges += gathers
     combines += completions

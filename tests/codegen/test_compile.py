@@ -138,13 +138,3 @@ ROW = "lair n(): float16 W[4][4], float16 x[4] -> float16 y[4] " \
       "{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }"
 
 
-def test_resident_partial_results_that_do_not_form_segments_are_unsupported() -> None:
-    message = _unsupported(ROW, """
-        rectangle { PE[4, 1] }
-        placement { n[i, j] -> PE[(i + j)//2, 0] }
-        input x resident
-        input W resident
-        output y resident
-    """)
-    assert "resident output 'y': element y[0] is computed on PE[0, 0] and PE[1, 0]" in message
-    assert "do not form segments" in message

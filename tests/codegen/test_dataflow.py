@@ -162,7 +162,7 @@ def test_fc_bias_relu_at_the_line_start_gets_the_totals_sent_back(tmp_path: Path
 def test_the_check_catches_bias_on_partial_sums_without_the_planner_guard(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(exchanges, "combine_partials",
-                        lambda tensor, produced, *args: ([], produced))
+                        lambda tensor, produced, *args: ([], None, produced))
     with pytest.raises(DataFlowError, match=r"bias reads 'y', whose elements have partial "
                        r"results on several PEs.*y\[0\] on PE\[3, 0\]"):
         plan(FC_BIAS_RELU, FC_BIAS_RELU_MAP)
@@ -280,7 +280,7 @@ def test_a_missing_exchange_is_caught() -> None:
     assert [ex.tensor for ex in result.tasks.exchanges] == ["T"]
     altered = replace(result.tasks, exchanges=())
     with pytest.raises(DataFlowError, match="tc reads elements of 'T' computed on another "
-                                            "PE, and nothing sends them"):
+                                            "PE, and nothing delivers them"):
         check_data_flow(altered, result.memory)
 
 

@@ -32,13 +32,12 @@ def test_back_end_stages(program: Path, stage: str, cli) -> None:
 
 
 UNREALIZABLE_LAIR = """
-lair n(): float16 W[4][4], float16 x[4] -> float16 y[4]
-{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }
+lair n(): float16 W[256][256], float16 x[256] -> float16 y[256]
+{ all (i, j) in (256, 256) y[i] += W[i][j] * x[j] }
 """
-# Partial sums of y[0] on PE[0, 0] and PE[1, 0], of y[1] on PE[0, 0] to PE[2, 0]: the
-# PEs sharing elements do not form segments holding the same elements.
-UNREALIZABLE_MAP = """rectangle { PE[4, 1] }
-placement { n[i, j] -> PE[(i + j)//2, 0] }
+# All of W on one PE: 128 KiB of local memory, where a PE has 48 KiB.
+UNREALIZABLE_MAP = """rectangle { PE[1, 1] }
+placement { n[i, j] -> PE[0, 0] }
 input x resident
 input W resident
 output y resident
@@ -50,8 +49,8 @@ def test_unrealized_mappings_say_which_flow_they_need(tmp_path: Path, cli) -> No
     (tmp_path / "n.map").write_text(UNREALIZABLE_MAP)
     result = cli(main, tmp_path / "n.lair")
     assert result.status == 1
-    assert result.err.startswith(f"{tmp_path / 'n.map'}:5:1: error: resident output 'y': "
-                                 "element y[0] is computed on PE[0, 0] and PE[1, 0]")
+    assert result.err.startswith(f"{tmp_path / 'n.map'}:2:11: error: the local arrays of each "
+                                 "compute PE need 132096 bytes")
     assert "Traceback" not in result.err
 
 

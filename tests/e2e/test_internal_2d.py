@@ -112,6 +112,29 @@ CASES = {
         input  K resident
         output S sparse { S[i = 0:7, j = 0:7] -> [PE[2, i//4] -> index[i mod 4, j]] }
         """),
+    # Partial sums of y[i] on PEs (i + j)//2: overlapping runs, not segments holding the
+    # same elements; every writer but the least sends its partial sums to the least.
+    "resident_partials_anywhere": ("""
+        lair n(): float16 W[4][4], float16 x[4] -> float16 y[4]
+        { all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[4, 1] }
+        placement { n[i, j] -> PE[(i + j)//2, 0] }
+        input x resident
+        input W resident
+        output y resident
+        """),
+    # A max over partial results spread over rows and columns, then streamed out east.
+    "streamed_max_partials_anywhere": ("""
+        lair n(): float16 W[4][4], float16 x[4] -> float16 y[4]
+        { all (i, j) in (4, 4) y[i] max= W[i][j] * x[j] }
+        """, """
+        rectangle { PE[3, 2] }
+        placement { n[i, j] -> PE[(i + j)//3, j mod 2] }
+        input x resident
+        input W resident
+        output y dense { y[i = 0:3] -> [PE[3, 0] -> index[i]] }
+        """),
 }
 
 
