@@ -307,8 +307,8 @@ class _ComputeBuilder:
         flows = self.tg.inputs
         # With one stream that reaches every PE and ends with one mark, that mark is the
         # moment the PE's work is done: finish in its control task, with no counting.
-        direct = len(flows) == 1 and flows[0].groups == 1 and flows[0].lines.is_equal(
-            self.region.pes())
+        direct = len(flows) == 1 and isinstance(flows[0].groups, int) and (
+            flows[0].groups == 1) and flows[0].lines.is_equal(self.region.pes())
         if direct:
             self._input_routes(flows[0])
             tasks.extend(self._flow_tasks(flows[0], finish, counted=False))
@@ -318,7 +318,9 @@ class _ComputeBuilder:
             for flow in flows:
                 self._input_routes(flow)
                 reach = condition_of(_pe_condition_set(flow.lines), self.region.context())
-                main.extend(_guarded(reach, [SetInt("pending", "+=", IConst(flow.groups))]))
+                groups = IConst(flow.groups) if isinstance(flow.groups, int) else pw_aff_expr(
+                    flow.groups, self.region.context())
+                main.extend(_guarded(reach, [SetInt("pending", "+=", groups)]))
                 tasks.extend(self._flow_tasks(flow, [Activate("finish")] if finish else [],
                                               counted=True))
             if finish and flows:
@@ -567,11 +569,15 @@ class _ComputeBuilder:
         outer = arrivals.project_out(isl.dim_type.out, n - 1, 1)
         per_pe = poly.bind_pe(outer)
         rect = poly.rectangularity(per_pe)
-        if not rect.rectangular or rect.constant_size is None:
+        # The k-th end mark ends the group of the k-th outer tuple in lexicographic order:
+        # its digits need the sizes of every outer dimension but the outermost.
+        inner = [rect.size.get_at(d) for d in range(1, n - 1)]
+        if not rect.dense or not all(pa.is_cst() for pa in inner):
             raise unsupported(flow.tensor,
                 f"input '{flow.tensor}': the outer index values reaching a PE do not form a "
-                "box of fixed size, so they cannot be counted from end marks")
-        sizes = rect.constant_size
+                "box (whose size may vary only in the outermost dimension), so they cannot be "
+                "counted from end marks")
+        sizes = (0, *(_constant(pa) for pa in inner))
         names = poly.index_names(n)[:-1]
         env: dict[str, IExpr] = {}
         stride = 1
@@ -942,6 +948,13 @@ class _ComputeBuilder:
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
+
+
+def _constant(value: isl.PwAff) -> int:
+    """The value of a constant function (checked by the caller with ``is_cst``)."""
+    pieces: list[isl.Aff] = []
+    value.foreach_piece(lambda _s, aff: pieces.append(aff))
+    return int(pieces[0].get_constant_val().to_python())
 
 
 def _exchange_name(ex: Exchange) -> str:

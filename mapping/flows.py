@@ -77,7 +77,9 @@ class InputFlow:
     order: isl.Map  # the mapping's order, in which task instance sets are expressed (§5.1)
     lines: isl.Set  # compute PEs (relative) that receive it: the lines with a source
     adapter: Adapter | None
-    groups: int  # end-of-sequence marks each receiving compute PE gets
+    # end-of-sequence marks each receiving compute PE gets (a function of PE_X, PE_Y
+    # where sources send different numbers of groups)
+    groups: int | isl.PwAff
     # original index = received index + wire_offset(PE_X, PE_Y), when adapters re-index
     wire_offset: tuple[isl.PwAff, ...] | None = None
     # Unique among the flows: the tensor's name, with a suffix when a stream is carried by

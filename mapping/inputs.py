@@ -192,10 +192,10 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
         color = colors.take(f"input '{tensor}' (multicast tree {k})")
         relation = sources.intersect_domain(elements).range_product(part.order)
-        flows.append(InputFlow(
+        flows.append(_with_groups(InputFlow(
             tensor, stream.kind, side, color, color, relation, part.order, tree.ramp, None,
-            groups, stream_relation=part.relation, members=tree.members, parent=tree.parent,
-            plan=plan.describe()))
+            groups or 0, stream_relation=part.relation, members=tree.members,
+            parent=tree.parent, plan=plan.describe()), groups))
     return flows
 
 
@@ -273,22 +273,47 @@ def _groups(order: isl.Map, sources: isl.Map) -> isl.Map:
     return sources.reverse().apply_range(outer)
 
 
-def _count_groups(order: isl.Map, sources: isl.Map, what: str, tensor: str) -> int:
-    """End marks a receiver gets: the number of outer index tuples its source sends.
+def _count_groups(order: isl.Map, sources: isl.Map, what: str, tensor: str) -> int | None:
+    """End marks a receiver gets: the number of outer index tuples its source sends;
+    None when that number differs between sources (uneven tiles: see
+    :func:`receiver_groups`).
 
-    Computed parametrically (the tuples per source must form a box of fixed size), so
-    the work does not depend on how many sources there are."""
+    Computed parametrically (the tuples per source must form a box), so the work does
+    not depend on how many sources there are."""
     if order.dim(isl.dim_type.out) == 1:
         return 1
     per_source = _groups(order, sources)
     bound = per_source.bind_domain(poly.multi_id(per_source.get_space().domain(),
                                                  poly.PE_NAMES))
     rect = poly.rectangularity(bound, index=())
-    if not rect.rectangular or rect.constant_size is None:
-        raise unsupported(
-            tensor, f"{what}: the outer index values sent by an external PE do not form a box of "
-            "one fixed size, so receivers cannot count them from end marks")
-    return prod(rect.constant_size)
+    if rect.dense and rect.constant_size is not None:
+        return prod(rect.constant_size)
+    if rect.dense and all(rect.size.get_at(d).is_cst() for d in range(1, rect.size.dim(
+            isl.dim_type.out))):
+        return None
+    raise unsupported(
+        tensor, f"{what}: the outer index values sent by an external PE do not form a box "
+        "(whose size may vary only in the outermost dimension), so receivers cannot count "
+        "them from end marks")
+
+
+def receiver_groups(flow: InputFlow) -> isl.PwAff:
+    """The number of end marks each receiving PE gets, as a function of ``PE_X``,
+    ``PE_Y``: the outer index tuples of its source, a box whose outermost size varies."""
+    arrivals = flow.arrivals()
+    outer = arrivals.project_out(isl.dim_type.out, flow.index_dims - 1, 1)
+    rect = poly.rectangularity(poly.bind_pe(outer), index=())
+    if not rect.dense:
+        raise unsupported(flow.tensor, f"input '{flow.tensor}': the outer index values reaching "
+                          "a PE do not form a box, so they cannot be counted from end marks")
+    count = rect.size.get_at(0)
+    for d in range(1, rect.size.dim(isl.dim_type.out)):
+        count = count.mul(rect.size.get_at(d))
+    return count.coalesce()
+
+
+def _with_groups(flow: InputFlow, groups: int | None) -> InputFlow:
+    return flow if groups is not None else replace(flow, groups=receiver_groups(flow))
 
 
 def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
@@ -302,15 +327,16 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
     if stream.kind == "dense":
         require_consecutive(stream, tensor)
-    if adapter_line is not None and stream.index_dims != 1:
+    if adapter_line is not None and (stream.index_dims != 1 or groups is None):
         raise unsupported(tensor, f"input '{tensor}' has a {stream.index_dims}-dimensional "
                           "index; adapters spread streams with a one-dimensional index only")
     if adapter_line is None:
         lines = sources_rel.apply_range(to_line_position(side, 0)).range()
         reach = lines.apply(same_line(side)).intersect(compute.pes())
-        return InputFlow(tensor, stream.kind, side, external_color, external_color,
-                         shift_relation(stream.relation, to_rel), stream.order, reach, None,
-                         groups)
+        return _with_groups(InputFlow(
+            tensor, stream.kind, side, external_color, external_color,
+            shift_relation(stream.relation, to_rel), stream.order, reach, None, groups or 0),
+            groups)
     # Adapters: each element goes down every line (column or row) that needs it.
     keep = 0 if side in VERTICAL else 1
     line_of = need.project_out(isl.dim_type.out, 1 - keep, 1)
@@ -367,7 +393,7 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         _entry_pe(side, entry)).range().as_pw_multi_aff()
     wire_offset = tuple(at_pe.get_pw_aff(k) for k in range(at_pe.dim(isl.dim_type.out)))
     return InputFlow(tensor, stream.kind, side, external_color, color, relation, stream.order,
-                     reach, adapter, groups, wire_offset)
+                     reach, adapter, 1, wire_offset)
 
 
 def require_consecutive(stream: Stream, tensor: str) -> None:

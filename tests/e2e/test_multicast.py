@@ -74,6 +74,28 @@ CASES = {
         input  W resident
         output y resident
         """),
+    # Uneven tiles of a stream with a 2-D index: the last source sends fewer groups, so
+    # its receivers count fewer end marks.
+    "uneven_groups_dense": ("""
+        lair gemv<T=float16>(): T W[30][18], T x[18] -> T y[30]
+        { all (i, j) in (30, 18) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[4, 4] }
+        placement { gemv[i, j] -> PE[j//5, i//8] }
+        input  x dense { x[j = 0:17] -> [PE[j//5, -1] -> index[(j mod 5)//2, j mod 2]] }
+        input  W resident
+        output y resident
+        """),
+    "uneven_groups_tree": ("""
+        lair gemv<T=float16>(): T W[30][18], T x[18] -> T y[30]
+        { all (i, j) in (30, 18) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[4, 4] }
+        placement { gemv[i, j] -> PE[j//5, i//8] }
+        input  x sparse { x[j = 0:17] -> [PE[3 - j//5, -1] -> index[(j mod 5)//2, j mod 2]] }
+        input  W resident
+        output y resident
+        """),
 }
 
 
