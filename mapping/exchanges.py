@@ -58,5 +58,5 @@ def share(tensor: str, complete: isl.Map, needed: isl.Map, colors: Colors) -> Ex
     if missing.is_empty():
         return None
     axis = exchange_axis(missing.apply_range(complete.reverse()).deltas())
-    return Exchange(tensor, axis, colors.take(f"tensor '{tensor}' shared between PEs"),
+    return Exchange(tensor, axis, colors.take(f"tensor '{tensor}' shared between PEs", tensor),
                     complete, needed)

@@ -289,14 +289,32 @@ def accessing_pes(model: PolyModel, mapping: Mapping, tensor: str, write: bool) 
 
 
 class Colors:
-    def __init__(self, limit: int = 24):
-        self.next, self.limit = 0, limit
+    """The fabric's colors, handed out one per route in the order flows are planned (no
+    two flows share one: a program's tasks are bound to colors, and flows of one
+    program would need their tasks merged; not done yet)."""
 
-    def take(self, what: str) -> int:
-        if self.next >= self.limit:
-            raise UnsupportedMappingError(f"out of colors ({self.limit}) while routing {what}")
-        self.next += 1
-        return self.next - 1
+    def __init__(self, limit: int = 24):
+        self.limit = limit
+        self.taken: list[str] = []
+
+    @property
+    def next(self) -> int:
+        return len(self.taken)
+
+    def take(self, what: str, subject: str) -> int:
+        """A new color for ``what``; an error located at ``subject``'s mapping entry
+        when none is left."""
+        if len(self.taken) >= self.limit:
+            counts: dict[str, int] = {}
+            for used in self.taken:
+                counts[used] = counts.get(used, 0) + 1
+            listing = ", ".join(f"{w} {n}" if n > 1 else w for w, n in counts.items())
+            raise unsupported(subject, f"routing {what} needs a color beyond the fabric's "
+                              f"{self.limit} (taken by: {listing}); multicast trees that "
+                              "overlap take one color each, so fewer entry PEs per stream, "
+                              "or entry PEs whose readers do not overlap, need fewer")
+        self.taken.append(what)
+        return len(self.taken) - 1
 
 
 def placed_pes(mapping: Mapping) -> isl.Set:

@@ -190,7 +190,7 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         elements = sources.intersect_range(tree.sources).domain()
         part = replace(stream, relation=stream.relation.intersect_domain(elements))
         groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
-        color = colors.take(f"input '{tensor}' (multicast tree {k})")
+        color = colors.take(f"input '{tensor}' (multicast trees)", tensor)
         relation = sources.intersect_domain(elements).range_product(part.order)
         flows.append(_with_groups(InputFlow(
             tensor, stream.kind, side, color, color, relation, part.order, tree.ramp, None,
@@ -320,7 +320,7 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
                 compute: Region, adapter_line: Region | None, colors: Colors) -> InputFlow:
     tensor = stream.tensor
     to_rel = compute.to_relative()
-    external_color = colors.take(f"input '{tensor}'")
+    external_color = colors.take(f"input '{tensor}'", tensor)
     need = accessing_pes(model, mapping, tensor, write=False).apply_range(
         to_rel).intersect_domain(stream.relation.domain())
     sources_rel = stream.external_pes.apply_range(to_rel)
@@ -383,7 +383,7 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if stream.kind == "dense":
         base = _dense_base(stream.order, tensor)
     adapter = Adapter(adapter_line, side, external_color, source_pos, span, target_set, base)
-    color = colors.take(f"input '{tensor}' below its adapters")
+    color = colors.take(f"input '{tensor}' below its adapters", tensor)
     # Every adapter of the span forwards the stream's end marks, so every line of the span
     # receives the stream (some lines may get no element).
     keep_box = (span, (0, compute.height - 1)) if side in VERTICAL else (

@@ -52,7 +52,7 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         chains, gather, complete = combine_partials(tensor, produced, edge.reverse(), model,
                                                     mapping, compute, colors)
         exchange = share(tensor, complete, edge.reverse(), colors)
-        color = colors.take(f"output '{tensor}'")
+        color = colors.take(f"output '{tensor}'", tensor)
         exchanges = [e for e in (gather, exchange) if e is not None]
         return (OutputFlow(tensor, stream.kind, side, color, (color, color), relation, False,
                            edge.range()), exchanges, chains)
@@ -60,8 +60,8 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     # takes part in a chain towards the side; PEs that compute no part of an element
     # add the neutral value their local array holds.
     chain = not writers.is_equal(edge)
-    first = colors.take(f"output '{tensor}'")
-    second = colors.take(f"output '{tensor}'") if chain else first
+    first = colors.take(f"output '{tensor}'", tensor)
+    second = colors.take(f"output '{tensor}'", tensor) if chain else first
     senders = line.range() if chain else writers.range()
     last = _last_color(side, compute, (first, second)) if chain else first
     return (OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain,

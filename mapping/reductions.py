@@ -58,13 +58,13 @@ def _reduce_to_keepers(tensor: str, writers: isl.Map, colors: Colors) -> Exchang
     keeper = writers.intersect_domain(several).lexmin()  # element -> PE
     others = writers.intersect_domain(several).subtract(keeper)
     axis = exchange_axis(others.reverse().apply_range(keeper).deltas())
-    return Exchange(tensor, axis, colors.take(f"partial results of '{tensor}'"),
+    return Exchange(tensor, axis, colors.take(f"partial results of '{tensor}'", tensor),
                     others.reverse().coalesce(), keeper.reverse().coalesce(), reduce=True)
 
 
 def _colored(red: ResidentReduction, tensor: str, colors: Colors) -> ResidentReduction:
-    first = colors.take(f"partial results of '{tensor}'")
-    second = colors.take(f"partial results of '{tensor}'")
+    first = colors.take(f"partial results of '{tensor}'", tensor)
+    second = colors.take(f"partial results of '{tensor}'", tensor)
     return replace(red, tensor=tensor, colors=(first, second))
 
 

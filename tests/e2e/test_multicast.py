@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lair.diagnostics import UnsupportedMappingError
 from lair.frontend import program_from_text
 from mapping.flows import TaskGraph
 from mapping.spec import parse_mapping
@@ -133,3 +134,25 @@ def test_a_stream_on_two_sides_is_carried_by_two_flows() -> None:
     tg = _task_graph("two_sides")
     assert sorted((f.name, f.side) for f in tg.input_flows("x")) == [("x_N", "N"),
                                                                       ("x_S", "S")]
+
+
+def test_too_many_overlapping_trees_is_a_located_error(tmp_path: Path) -> None:
+    """x[j] enters at row j from the west and is read down column j: every tree crosses
+    every other, so 26 of them need 26 colors, more than the fabric's 24."""
+    (tmp_path / "p.lair").write_text(textwrap.dedent("""
+        lair gemv<T=float16>(): T W[26][26], T x[26] -> T y[26]
+        { all (i, j) in (26, 26) y[i] += W[i][j] * x[j] }
+        """))
+    (tmp_path / "p.map").write_text(textwrap.dedent("""\
+        rectangle { PE[26, 26] }
+        placement { gemv[i, j] -> PE[j, i] }
+        input  x dense { x[j = 0:25] -> [PE[-1, j] -> index[0]] }
+        input  W resident
+        output y resident
+        """))
+    with pytest.raises(UnsupportedMappingError) as info:
+        run_program(tmp_path / "p.lair")
+    text = info.value.format()
+    assert text.startswith(f"{tmp_path / 'p.map'}:3:1: error: routing input 'x' (multicast "
+                           "trees) needs a color beyond the fabric's 24 (taken by: input 'x' "
+                           "(multicast trees) 24)"), text
