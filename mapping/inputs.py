@@ -186,7 +186,7 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         require_consecutive(stream, tensor)
     plan = plan_multicast(sources.reverse().apply_range(need).coalesce(), side)
     flows = []
-    for k, tree in enumerate(plan.trees):
+    for tree in plan.trees:
         elements = sources.intersect_range(tree.sources).domain()
         part = replace(stream, relation=stream.relation.intersect_domain(elements))
         groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
