@@ -1,13 +1,20 @@
-"""Compile time of GEMV as the PE rectangle grows with the same per-PE tile (8 x 4).
+"""Compile time as the PE rectangle grows with the same per-PE tile, per data-movement
+pattern: GEMV (columns multicast, a reduction chain per row), a sum over a 2-D grid of
+tiles (rows, then the column of row totals), attention scores gathered east along rows,
+and GEMV whose x enters at one PE (multicast trees along the border row).
 
 The compiler works on isl objects parametric in PE_X/PE_Y, so its time should not grow
-with the number of PEs. Prints one line per size: best of several runs, per stage.
+with the number of PEs. Prints the best of several runs per size and the ratio of the
+largest to the smallest rectangle, measured in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_compile.py [--sizes 4 16 64] [--repeat 3]``.
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
 import time
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -18,57 +25,82 @@ from mapping.spec import parse_mapping
 from mapping.validate import validate_mapping
 
 GEMV = """
-lair gemv<T=float16>(M, N):
-  T W[M][N], T x[N] -> T y[M]
-{
-  all (i, j) in (M, N)
-    y[i] += W[i][j] * x[j]
+lair gemv<T=float16>(M, N): T W[M][N], T x[N] -> T y[M]
+{ all (i, j) in (M, N) y[i] += W[i][j] * x[j] }
+"""
+GRID_SUM = """
+lair total<T=float16>(N): T A[N][N], T B[N][N] -> T s[2]
+{ all (k, i, j) in (2, N, N) s[k] += A[i][j] * B[i][j] }
+"""
+SCORES = """
+lair att<T=float16>(M): T Q[M][4], T K[M][4] -> T S[M][M]
+{ all (i, j, k) in (M, M, 4) S[i][j] += Q[i][k] * K[j][k] }
+"""
+
+# name -> (program, sizes for p x p PEs, mapping for p x p PEs)
+Pattern = tuple[str, Callable[[int], dict[str, int]], Callable[[int], str]]
+PATTERNS: dict[str, Pattern] = {
+    "gemv": (GEMV, lambda p: {"M": 8 * p, "N": 4 * p}, lambda p: f"""
+        rectangle {{ PE[{p}, {p}] }}
+        placement {{ gemv[i, j] -> PE[j//4, i//8] }}
+        input  x dense {{ x[j = 0:{4 * p - 1}] -> [PE[j//4, -1] -> index[j mod 4]] }}
+        input  W resident
+        output y dense {{ y[i = 0:{8 * p - 1}] -> [PE[{p}, i//8] -> index[i mod 8]] }}
+        """),
+    "2-D reduction": (GRID_SUM, lambda p: {"N": 4 * p}, lambda p: f"""
+        rectangle {{ PE[{p}, {p}] }}
+        placement {{ total[k, i, j] -> PE[j//4, i//4] }}
+        input  A resident
+        input  B resident
+        output s resident
+        """),
+    "gather": (SCORES, lambda p: {"M": 4 * p}, lambda p: f"""
+        rectangle {{ PE[{p}, {p}] }}
+        placement {{ att[i, j, k] -> PE[j//4, i//4] }}
+        input  Q resident
+        input  K resident
+        output S dense {{ S[i = 0:{4 * p - 1}, j = 0:{4 * p - 1}] -> [PE[{p}, i//4] ->
+                          index[i mod 4, j]] }}
+        """),
+    "multicast tree": (GEMV, lambda p: {"M": 8 * p, "N": 4 * p}, lambda p: f"""
+        rectangle {{ PE[{p}, {p}] }}
+        placement {{ gemv[i, j] -> PE[j//4, i//8] }}
+        input  x sparse {{ x[j = 0:{4 * p - 1}] -> [PE[0, -1] -> index[j]] }}
+        input  W resident
+        output y resident
+        """),
 }
-"""
 
 
-def gemv_mapping(px: int, py: int) -> str:
-    m, n = 8 * py, 4 * px
-    return f"""
-rectangle {{ PE[{px}, {py}] }}
-placement {{ gemv[i, j] -> PE[j//4, i//8] }}
-input  x dense {{ x[j = 0:{n - 1}] -> [PE[j//4, -1] -> index[j mod 4]] }}
-input  W resident
-output y dense {{ y[i = 0:{m - 1}] -> [PE[{px}, i//8] -> index[i mod 8]] }}
-"""
-
-
-def measure(px: int, py: int, repeats: int = 5) -> dict[str, float]:
-    best: dict[str, float] = {}
+def measure(pattern: Pattern, p: int, repeats: int) -> float:
+    """Best wall time of front end + mapping + back end, in seconds."""
+    lair, sizes, mapping_text = pattern
+    best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        program = program_from_text(GEMV, {"M": 8 * py, "N": 4 * px})
-        t1 = time.perf_counter()
-        mapping = validate_mapping(parse_mapping(gemv_mapping(px, py)), program.model)
-        t2 = time.perf_counter()
-        compile_mapping(program, mapping, name="gemv")
-        t3 = time.perf_counter()
-        for key, value in (("front end", t1 - t0), ("mapping", t2 - t1), ("back end", t3 - t2),
-                           ("total", t3 - t0)):
-            best[key] = min(best.get(key, value), value)
+        start = time.perf_counter()
+        program = program_from_text(lair, dict(sizes(p)))  # type: ignore[arg-type]
+        mapping = validate_mapping(parse_mapping(mapping_text(p)), program.model)
+        compile_mapping(program, mapping, name="bench")
+        best = min(best, time.perf_counter() - start)
     return best
 
 
-def main() -> None:
-    table = Table(title="dtg-codegen compile time, GEMV with an 8 x 4 tile per PE (ms, best of 5)")
-    for column in ("PEs", "M x N", "front end", "mapping", "back end", "total"):
-        table.add_column(column, justify="right")
-    totals = []
-    for p in (4, 16, 64):
-        best = measure(p, p)
-        totals.append(best["total"])
-        table.add_row(f"{p} x {p}", f"{8 * p} x {4 * p}",
-                      *(f"{best[k] * 1000:.1f}" for k in ("front end", "mapping", "back end",
-                                                        "total")))
-    console = Console()
-    console.print(table)
-    console.print(f"64 x 64 / 4 x 4 total: {totals[-1] / totals[0]:.2f}x "
-                  f"(median of the three sizes {statistics.median(totals) * 1000:.1f} ms)")
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    table = Table(title=f"dtg-codegen compile time (ms, best of {args.repeat}), "
+                        "same tile per PE")
+    table.add_column("pattern")
+    for p in args.sizes:
+        table.add_column(f"{p} x {p}", justify="right")
+    table.add_column(f"{args.sizes[-1]}² / {args.sizes[0]}²", justify="right")
+    for name, pattern in PATTERNS.items():
+        times = [measure(pattern, p, args.repeat) for p in args.sizes]
+        table.add_row(name, *(f"{t * 1000:.0f}" for t in times), f"{times[-1] / times[0]:.2f}")
+    Console().print(table)
 
 
 if __name__ == "__main__":
