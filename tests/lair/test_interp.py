@@ -132,9 +132,35 @@ def test_maxpool() -> None:
     np.testing.assert_array_equal(run(graph, inputs)["y"], expected)
 
 
+@pytest.mark.parametrize("name", ["gemv_one_entry", "gemv_out_north", "gemv_two_sides",
+                                  "gemv_uneven", "skewed_sum"])
+def test_movement_gemvs(name: str) -> None:
+    graph = load("movement", name)
+    inputs = random_inputs(graph, 5)
+    W, x = inputs["W"].astype(np.float64), inputs["x"].astype(np.float64)
+    np.testing.assert_array_equal(run(graph, inputs)["y"], W @ x)
+
+
+def test_movement_mlp_grid_sum_and_scores() -> None:
+    graph = load("movement", "mlp")
+    inputs = random_inputs(graph, 6)
+    W1, x, W2 = (inputs[k].astype(np.float64) for k in ("W1", "x", "W2"))
+    np.testing.assert_array_equal(run(graph, inputs)["y"], W2 @ np.maximum(W1 @ x, 0))
+    graph = load("movement", "grid_sum")
+    inputs = random_inputs(graph, 6)
+    A, B = inputs["A"].astype(np.float64), inputs["B"].astype(np.float64)
+    np.testing.assert_array_equal(run(graph, inputs)["s"], (A * B).sum(axis=0))
+    graph = load("movement", "scores_east")
+    inputs = random_inputs(graph, 6)
+    Q, K = inputs["Q"].astype(np.float64), inputs["K"].astype(np.float64)
+    np.testing.assert_array_equal(run(graph, inputs)["S"], Q @ K.T)
+
+
 def test_every_example_is_covered_here() -> None:
     from conftest import EXAMPLE_PROGRAMS
 
     covered = {"gemv", "ff", "train", "conv1d", "conv2d", "conv2d_degenerate",
-               "conv1d_filter_grad", "maxpool"}  # PolyBench: tests/e2e/test_polybench.py
+               "conv1d_filter_grad", "maxpool",  # PolyBench: tests/e2e/test_polybench.py
+               "gemv_one_entry", "gemv_out_north", "gemv_two_sides", "gemv_uneven",
+               "skewed_sum", "mlp", "grid_sum", "scores_east"}
     assert {p.stem for p in EXAMPLE_PROGRAMS if p.parent.name != "polybench"} <= covered
