@@ -10,6 +10,7 @@ from typing import Any
 
 from codegen.pipeline import Compilation
 from codegen.simd import row_major
+from mapping.flows import TaskGraph
 
 
 def compile_report(c: Compilation) -> dict[str, Any]:
@@ -53,10 +54,34 @@ def compile_report(c: Compilation) -> dict[str, Any]:
         "compute_region": {"origin": [c.tasks.compute.x0, c.tasks.compute.y0],
                            "size": [c.tasks.compute.width, c.tasks.compute.height]},
         "simd_enabled": c.simd,
+        "flows": _flows(c.tasks),
         "tasks": tasks,
         "memory": memory,
         "compile_seconds": round(c.seconds, 6),
     }
+
+
+def _flows(tg: TaskGraph) -> dict[str, Any]:
+    """How the planner moves each tensor, and why (docs/codegen.md)."""
+    inputs = [{"name": f.name, "tensor": f.tensor, "kind": f.kind, "side": f.side,
+               "color": f.color,
+               "route": (f.plan if f.members is not None else
+                         "adapters" if f.adapter is not None else "direct along its line")}
+              for f in tg.inputs]
+    outputs = [{"tensor": o.tensor, "kind": o.kind, "side": o.side, "color": o.color,
+                "route": ("chain along its line" if o.chain else
+                          "gathered next to the side" if any(
+                              ex.tensor == o.tensor for ex in tg.exchanges) else
+                          "sent by the PE next to the side")}
+               for o in tg.outputs]
+    exchanges = [{"tensor": ex.tensor, "axis": ex.axis, "color": ex.color,
+                  "route": ("partial results summed by one writer per element" if ex.reduce
+                            else "complete elements sent to their readers")}
+                 for ex in tg.exchanges]
+    chains = [{"tensor": r.tensor, "towards": r.side, "colors": list(r.colors)}
+              for r in (*tg.combines, *tg.reductions)]
+    return {"inputs": inputs, "outputs": outputs, "exchanges": exchanges,
+            "reduction_chains": chains}
 
 
 def _plain(used: bool, reason: str, sizes: tuple[int, ...] | None) -> dict[str, Any]:

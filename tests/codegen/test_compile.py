@@ -97,6 +97,17 @@ def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     assert {t["kind"] for t in data["tasks"]} == {"compute", "communication", "init"}
     assert data["compile_seconds"] > 0
     assert compile_report(ff())["memory"] == data["memory"]
+    (x,) = data["flows"]["inputs"]
+    assert (x["tensor"], x["side"], x["route"]) == ("x", "N", "adapters")
+
+
+def test_report_says_which_tree_the_planner_chose(tmp_path: Path, cli) -> None:
+    report = tmp_path / "r.json"
+    path = EXAMPLES / "movement" / "gemv_one_entry.lair"
+    assert cli(main, path, "--emit=simd", "--report", report).status == 0
+    (x,) = json.loads(report.read_text())["flows"]["inputs"]
+    assert x["route"].startswith("multicast trees along the row first, then the columns")
+    assert "column first), 1 color(s)" in x["route"]
 
 
 def test_no_simd_records_the_reason() -> None:

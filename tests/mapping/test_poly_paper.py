@@ -428,3 +428,18 @@ def test_index_names() -> None:
     assert poly.index_names(2) == ("index_0", "index")
     assert poly.index_names(3) == ("index_0", "index_1", "index")
     assert poly.index_params(degenerate_instances()) == ("index_0", "index_1", "index")
+
+
+def test_box_offsets_may_be_quasi_affine() -> None:
+    """§4.3 allows a quasi-affine offset: ``i = floor(d/4)`` has a box of size 1 at
+    ``floor(d/4)``; only SIMD boxes ask for a purely affine one (and get none here)."""
+    rel = isl.Map("{ [d] -> [i] : 0 <= d <= 15 and i = floor(d/4) }")
+    box = poly.range_box_hull(rel)
+    assert box is not None and box.size == (1,)
+    assert box.offset.involves_locals()
+    assert poly.box_map(box).intersect_domain(rel.domain()).is_equal(rel)
+    assert poly.range_box_hull(rel, affine=True) is None
+    halves = isl.Map("{ PE[x, 2] -> M[m, k] : 2m = x and 0 <= x <= 4 and 0 <= k <= 1 }")
+    box = poly.range_box_hull(halves)
+    assert box is not None and box.size == (1, 2)
+    assert halves.is_subset(poly.box_map(box))

@@ -14,7 +14,8 @@ every placement; placements tile iterators (``i//t``, with tile sizes that need 
 divide the extent) on either axis, or put a statement on one column or row (the bias
 or ReLU on the last column); free border lines are added at random (room for adapters);
 each input is resident or streamed, each output resident or streamed, sparse or dense,
-through any side, from external PEs next to that side: aligned with the placement of
+through any side (inputs sometimes half through the opposite side), from external PEs
+next to that side: aligned with the placement of
 the statement that reads (or writes) the tensor, entering at one PE with a
 multi-dimensional or flattened index (adapter style), or tiled at random with
 ``index[e mod t]``. Every element gets exactly one (PE, index) pair, and no two elements
@@ -765,6 +766,16 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
     index = ", ".join(c.expr for c in dims) or "0"
     spec = (f"{direction} {tensor} {kind} {{ {tensor}[{elems}] -> [{pe} -> index[{index}]]"
             + (f" : {bounds}" if bounds else "") + " }")
+    if direction == "input" and shape and shape[0] >= 2 and draw(st.integers(0, 5)) == 0:
+        # The second half of the elements from the opposite side, at the same positions.
+        other = {"north": "south", "south": "north", "west": "east", "east": "west"}[side]
+        beyond = {"north": -1, "west": -1, "south": lay.height, "east": lay.width}[other]
+        pe2 = f"PE[{where}, {beyond}]" if axis == "X" else f"PE[{beyond}, {where}]"
+        half = shape[0] // 2
+        spec = (f"{direction} {tensor} {kind} {{ {tensor}[{elems}] -> [{pe} -> index[{index}]]"
+                f" : {bounds} and e0 < {half}; {tensor}[{elems}] -> [{pe2} -> "
+                f"index[{index}]] : {bounds} and e0 >= {half} }}")
+        side = f"{side}+{other}"
     return spec, f"{tensor}:{kind}/{side}/{style}"
 
 
