@@ -199,7 +199,7 @@ def _adapter_programs(tg: TaskGraph) -> list[PeProgram]:
         for out in tg.outputs:
             if out.side == side:
                 routes.append(Route(out.color, OPPOSITE[side], (side,)))
-        name = "adapters_" + "_".join(f.tensor for f in flows)
+        name = "adapters_" + "_".join(f.name for f in flows)
         programs.append(PeProgram(name, (region.x0, region.y0), str(region.pes()),
                                   ints=tuple(ints), routes=tuple(routes), tasks=tuple(tasks)))
     return programs
@@ -551,6 +551,8 @@ class _ComputeBuilder:
         arriving = arriving.intersect(with_index)
         arriving, needed = poly.align_params(arriving, needed)
         kept = arriving.intersect(needed)
+        if kept.is_empty():  # (a part of a stream no PE reads)
+            return []
         context = flow.arrival_context()
         where = condition_of(kept.params(), context)
         element = kept.as_pw_multi_aff()
