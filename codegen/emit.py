@@ -520,7 +520,11 @@ class _ComputeBuilder:
             if outer:
                 arrivals = _bind_leading(arrivals, outer)
                 group_vars.append(SetInt(counter, "=", IConst(0)))
-            first = pw_aff_expr(arrivals.dim_min(0), flow.arrival_context())
+            # (in a context without the innermost index, which the expression defines:
+            # where every arrival at a PE has one index, isl would write it as 'index')
+            known = poly.project_out_params(flow.arrival_context(), [poly.index_names(
+                flow.index_dims)[-1]])
+            first = pw_aff_expr(arrivals.dim_min(0), known)
             env["index"] = IBin("+", substitute(first, env), IVar(counter))
         elif flow.wire_offset is not None:
             env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))

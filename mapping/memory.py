@@ -108,11 +108,11 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             per_pe = rel if per_pe is None else per_pe.union(rel)
         if per_pe is None:
             continue
-        gather = next((ex for ex in tg.exchanges if ex.tensor == tensor.name), None)
-        if gather is not None and tensor.role == "output":
-            # The PEs next to the side receive the elements they send out.
-            per_pe, needed = poly.align_params(per_pe, gather.needed)
-            per_pe = per_pe.union(needed)
+        for gather in tg.exchanges:
+            if gather.tensor == tensor.name and tensor.role == "output":
+                # The PEs next to the side receive the elements they send out.
+                per_pe, needed = poly.align_params(per_pe, gather.needed)
+                per_pe = per_pe.union(needed)
         flow = tg.output_flow(tensor.name)
         if flow is not None and flow.chain:
             # Every PE of a chain sends the elements of its line from this array, those it

@@ -159,10 +159,17 @@ def first_statement(draw: st.DrawFn, p: Program) -> str:
     kind = draw(st.sampled_from(["matvec", "conv1d", "conv2d", "pool1d", "pool2d",
                                  "elementwise", "elementwise2d", "relu", "outer",
                                  "matmul", "matmul", "mcconv2d", "affine", "affine2d",
-                                 "scaled"]))
+                                 "scaled", "gridsum"]))
     name = p.stmt_name()
     if kind in ("matmul", "mcconv2d", "affine", "affine2d", "scaled"):
         return draw(first_statement_more(p, kind))
+    if kind == "gridsum":  # sums over two dimensions: partial results over a 2-D grid
+        k, m, n = draw(st.integers(1, 3)), draw(st.integers(2, 12)), draw(st.integers(2, 12))
+        p.shapes.update(A=(m, n), B=(m, n), s=(k,))
+        a, b = acc("A", "i", "j"), acc("B", "i", "j")
+        p.add(Stmt(name, (("k", k), ("i", m), ("j", n)), acc("s", "k"), "+=",
+                   f"{a.text()} * {b.text()}", (a, b)), "gridsum")
+        return "s"
     if kind == "matvec":
         m, n = draw(st.integers(1, 12)), draw(st.integers(1, 12))
         transposed = draw(st.booleans())
