@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import prod
 
+from codegen.colors import colors_used, share_colors
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
 from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
 from lair.frontend import Program
+from mapping.flows import FABRIC_COLORS, out_of_colors
 from mapping.memory import Memory, allocate, check_fits
 from mapping.tasks import TaskGraph, build_task_graph
 from mapping.validate import Mapping
@@ -173,6 +175,10 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
             module, decisions = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs)
+            shared = share_colors(module, FABRIC_COLORS)
+            if shared is None:
+                raise out_of_colors(tg.color_uses, len(colors_used(module)))
+            module = shared
             check_data_flow(tg, memory, decisions)
             for pe_program in module.programs:
                 check_fits(pe_program.name, [(a.name, a.shape, a.bytes)

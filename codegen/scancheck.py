@@ -158,6 +158,12 @@ def quasi_affine(e: IExpr, names: list[str], space: isl.Space) -> isl.PwAff:
     raise ScanError(f"unexpected expression {e!r} in a generated loop nest")
 
 
+def cond_set(c: Cond, space: isl.Space) -> isl.Set:
+    """The parameter values (``PE_X``, ``PE_Y``, ...: the parameters of ``space``) where
+    the PE-code condition ``c`` holds."""
+    return _cond(c, [], space)
+
+
 def _cond(c: Cond, names: list[str], space: isl.Space) -> isl.Set:
     match c:
         case BConst(value):

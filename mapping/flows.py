@@ -215,6 +215,7 @@ class TaskGraph:
     exchanges: tuple[Exchange, ...] = ()  # internal tensors shared along lines
     # internal tensors whose partial results are combined before a statement reads them
     combines: tuple[ResidentReduction, ...] = ()
+    color_uses: tuple[tuple[str, str], ...] = ()  # (what, tensor) of each color
 
     def placement_of(self, statement: str) -> isl.Map:
         return dict(self.placement)[statement]
@@ -288,33 +289,43 @@ def accessing_pes(model: PolyModel, mapping: Mapping, tensor: str, write: bool) 
     return result.coalesce()
 
 
-class Colors:
-    """The fabric's colors, handed out one per route in the order flows are planned (no
-    two flows share one: a program's tasks are bound to colors, and flows of one
-    program would need their tasks merged; not done yet)."""
+FABRIC_COLORS = 24
 
-    def __init__(self, limit: int = 24):
-        self.limit = limit
-        self.taken: list[str] = []
+
+class Colors:
+    """The colors of the routes, one per route in the order flows are planned; routes
+    that never meet share colors later, when the fabric's are not enough
+    (``codegen.colors``)."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[str, str]] = []  # (what, subject) per color
 
     @property
     def next(self) -> int:
         return len(self.taken)
 
     def take(self, what: str, subject: str) -> int:
-        """A new color for ``what``; an error located at ``subject``'s mapping entry
-        when none is left."""
-        if len(self.taken) >= self.limit:
-            counts: dict[str, int] = {}
-            for used in self.taken:
-                counts[used] = counts.get(used, 0) + 1
-            listing = ", ".join(f"{w} {n}" if n > 1 else w for w, n in counts.items())
-            raise unsupported(subject, f"routing {what} needs a color beyond the fabric's "
-                              f"{self.limit} (taken by: {listing}); multicast trees that "
-                              "overlap take one color each, so fewer entry PEs per stream, "
-                              "or entry PEs whose readers do not overlap, need fewer")
-        self.taken.append(what)
+        """A new color for ``what``, a flow of tensor ``subject``."""
+        self.taken.append((what, subject))
         return len(self.taken) - 1
+
+
+def out_of_colors(uses: tuple[tuple[str, str], ...], needed: int,
+                  limit: int = FABRIC_COLORS) -> UnsupportedMappingError:
+    """The error for routes that need more colors than the fabric has even where routes
+    that never meet share them; located at the tensor whose routes take the most."""
+    counts: dict[str, int] = {}
+    per_tensor: dict[str, int] = {}
+    for what, tensor in uses:
+        counts[what] = counts.get(what, 0) + 1
+        per_tensor[tensor] = per_tensor.get(tensor, 0) + 1
+    listing = ", ".join(f"{w} {n}" if n > 1 else w for w, n in counts.items())
+    subject = max(per_tensor, key=per_tensor.__getitem__)
+    return unsupported(subject, f"the routes need {needed} colors, more than the fabric's "
+                       f"{limit}, even where routes that never meet share one (routed: "
+                       f"{listing}); multicast trees that overlap take one color each, so "
+                       "fewer entry PEs per stream, or entry PEs whose readers do not "
+                       "overlap, need fewer")
 
 
 def placed_pes(mapping: Mapping) -> isl.Set:

@@ -96,7 +96,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
                                  "those they read"))
     return TaskGraph(model, mapping, compute, plan.adapters, tuple(inputs), tuple(outputs),
                      tuple(reductions), placement, tuple(tasks), graph, buffered,
-                     tuple(exchanges), tuple(combines))
+                     tuple(exchanges), tuple(combines), tuple(colors.taken))
 
 
 def _require_defined_outputs(model: PolyModel) -> None:

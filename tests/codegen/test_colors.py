@@ -1,0 +1,47 @@
+"""Colors shared by routes that never meet (codegen.colors): forced on compiled examples
+with a smaller fabric, the module still verifies statically and computes the program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+from codegen.colors import colors_used, share_colors
+from codegen.driver import compile_file
+from codegen.peprint import module as print_module
+from pesim.parser import parse_module_text
+from pesim.run import make_inputs, run_module
+from pesim.verify import verify_module
+
+# Examples where some routes never meet (the others' colors all meet somewhere).
+CASES = ["movement/gemv_two_sides", "movement/gemv_out_north", "fc/ff", "fc/train"]
+
+
+def test_a_module_that_fits_is_left_alone() -> None:
+    module = compile_file(EXAMPLES / "gemv" / "gemv.lair").module
+    assert module is not None
+    assert share_colors(module, 24) is module
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("case", CASES)
+def test_shared_colors_compute_the_same(case: str, simd: bool) -> None:
+    path = EXAMPLES / f"{case}.lair"
+    compiled = compile_file(path, simd=simd)
+    assert compiled.module is not None
+    used = len(colors_used(compiled.module))
+    shared = None
+    for limit in range(1, used):  # the fewest colors the conflict graph allows
+        shared = share_colors(compiled.module, limit)
+        if shared is not None:
+            break
+    assert shared is not None and len(colors_used(shared)) < used
+    text = print_module(shared)
+    module, locations = parse_module_text(text, f"<{Path(case).name}.pe>")
+    verify_module(module, None, locations=locations)
+    for seed in (0, 1):
+        inputs = make_inputs(compiled.program, seed=seed)
+        outcome = run_module(module, compiled.program, inputs)
+        assert outcome.comparison.verified, outcome.comparison.mismatch
