@@ -88,7 +88,8 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors) -> InputPlan
             how[key] = "direct"
             continue
         if side not in regions:
-            peeled = _peel_if_free(compute, side, placed, _entries_besides(mapping, side))
+            peeled = _peel_if_free(compute, side, placed, _entries_besides(mapping, side),
+                                   mapping)
             if peeled is not None and _adapters_fit(part, side, model, mapping, *peeled):
                 regions[side], compute = peeled
         fits = side in regions and _adapters_fit(
@@ -134,17 +135,20 @@ def _side_lines(width: int, height: int) -> dict[Side, isl.Set]:
             "W": pe_box(-1, -1, 0, height - 1), "E": pe_box(width, width, 0, height - 1)}
 
 
-def _peel_if_free(compute: Region, side: Side, placed: isl.Set, entries: isl.Set
-                  ) -> tuple[Region, Region] | None:
+def _peel_if_free(compute: Region, side: Side, placed: isl.Set, entries: isl.Set,
+                  mapping: Mapping) -> tuple[Region, Region] | None:
     """The border line of ``side`` and what remains, if the line runs no instances and
-    no stream of another side enters or leaves through it (``entries``)."""
+    no stream of another side enters or leaves through it (``entries``), nor through
+    the part of another adapter line beside it (which peeling this line cuts off)."""
     peeled = peel_line(compute, side)
     if peeled is None:
         return None
     line, rest = peeled
     if not placed.intersect(absolute_pes(line)).is_empty():
         return None
-    if not entries.intersect(absolute_pes(line)).is_empty():
+    strip = (pe_box(0, mapping.width - 1, line.y0, line.y0) if side in VERTICAL else
+             pe_box(line.x0, line.x0, 0, mapping.height - 1))
+    if not entries.intersect(strip).is_empty():
         return None
     return line, rest
 
