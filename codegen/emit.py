@@ -577,13 +577,13 @@ class _ComputeBuilder:
         rect = poly.rectangularity(per_pe)
         # The k-th end mark ends the group of the k-th outer tuple in lexicographic order:
         # its digits need the sizes of every outer dimension but the outermost.
-        inner = [rect.size.get_at(d) for d in range(1, n - 1)]
-        if not rect.dense or not all(pa.is_cst() for pa in inner):
+        inner = [poly.constant_value(rect.size.get_at(d)) for d in range(1, n - 1)]
+        if not rect.dense or any(size is None for size in inner):
             raise unsupported(flow.tensor,
                 f"input '{flow.tensor}': the outer index values reaching a PE do not form a "
                 "box (whose size may vary only in the outermost dimension), so they cannot be "
                 "counted from end marks")
-        sizes = (0, *(_constant(pa) for pa in inner))
+        sizes = (0, *(size or 0 for size in inner))
         names = poly.index_names(n)[:-1]
         env: dict[str, IExpr] = {}
         stride = 1
@@ -954,13 +954,6 @@ class _ComputeBuilder:
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
-
-
-def _constant(value: isl.PwAff) -> int:
-    """The value of a constant function (checked by the caller with ``is_cst``)."""
-    pieces: list[isl.Aff] = []
-    value.foreach_piece(lambda _s, aff: pieces.append(aff))
-    return int(pieces[0].get_constant_val().to_python())
 
 
 def _exchange_name(ex: Exchange) -> str:

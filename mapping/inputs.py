@@ -292,8 +292,8 @@ def _count_groups(order: isl.Map, sources: isl.Map, what: str, tensor: str) -> i
     rect = poly.rectangularity(bound, index=())
     if rect.dense and rect.constant_size is not None:
         return prod(rect.constant_size)
-    if rect.dense and all(rect.size.get_at(d).is_cst() for d in range(1, rect.size.dim(
-            isl.dim_type.out))):
+    if rect.dense and all(poly.constant_value(rect.size.get_at(d)) is not None
+                          for d in range(1, rect.size.dim(isl.dim_type.out))):
         return None
     raise unsupported(
         tensor, f"{what}: the outer index values sent by an external PE do not form a box "

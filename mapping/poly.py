@@ -56,6 +56,7 @@ __all__ = [
     "box_set",
     "check_extra_writes",
     "compress",
+    "constant_value",
     "elements_per_pe",
     "enumerate_sizes",
     "external_pes",
@@ -746,6 +747,21 @@ class Rectangularity:
     def rectangular(self) -> bool:
         """Dense box whose size does not depend on the index constants."""
         return self.dense and self.fixed
+
+
+def constant_value(value: isl.PwAff) -> int | None:
+    """The integer a function always takes, or None when it varies (isl's ``is_cst``
+    only says that every piece is constant: ``4`` on one piece and ``1`` on another
+    passes it)."""
+    pieces: list[isl.Aff] = []
+    value.foreach_piece(lambda _s, aff: pieces.append(aff))
+    if not pieces or not all(a.is_cst() for a in pieces):
+        return None
+    values = {a.get_constant_val().to_python() for a in pieces}
+    if len(values) != 1:
+        return None
+    (result,) = values
+    return int(result) if isinstance(result, int) else None
 
 
 def _multi_pw_aff(space: isl.Space, pas: Sequence[isl.PwAff]) -> isl.MultiPwAff:
