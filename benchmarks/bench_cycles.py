@@ -1,7 +1,8 @@
 """Simulated cycles of every runnable example, with and without SIMD.
 
 Prints the table the README shows: cycles each way, the speed-up, the SIMD case of each
-compute task, and the share of the floating-point work done by SIMD instructions; then
+compute task, the share of the floating-point work done by SIMD instructions, and the
+mapping's lower bound (codegen.bound) with the ratio of the SIMD cycles to it; then
 the compiled GEMV beside the hand-written checkerboard baseline. ``--markdown`` prints
 the table as Markdown for the README.
 """
@@ -44,6 +45,8 @@ def row(program: Path, mapping: Path | None = None) -> list[str]:
     label = str(program.relative_to(EXAMPLES))
     if params:
         label += " (" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+    assert fast.bound is not None
+    bound = fast.bound
     return [
         label,
         str(fast.result.cycles),
@@ -51,6 +54,8 @@ def row(program: Path, mapping: Path | None = None) -> list[str]:
         f"{slow.result.cycles / fast.result.cycles:.2f}x",
         ", ".join(cases) or "none",
         f"{simd / total:.0%}" if total else "-",
+        f"{bound.cycles} ({bound.dominant.name})",
+        f"{fast.result.cycles / bound.cycles:.2f}",
     ]
 
 
@@ -59,7 +64,7 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args()
     header = ["example", "cycles (SIMD)", "cycles (scalar)", "speed-up", "SIMD case",
-              "flops by SIMD"]
+              "flops by SIMD", "bound", "cycles / bound"]
     rows, skipped = [], []
     for program in sorted(EXAMPLES.glob("*/*.lair")):
         large = program.with_suffix(".large.map")

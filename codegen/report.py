@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codegen.bound import mapping_bound
 from codegen.pipeline import Compilation
 from codegen.simd import row_major
 from mapping.flows import TaskGraph
@@ -55,6 +56,7 @@ def compile_report(c: Compilation) -> dict[str, Any]:
                            "size": [c.tasks.compute.width, c.tasks.compute.height]},
         "simd_enabled": c.simd,
         "flows": _flows(c.tasks),
+        "bound": mapping_bound(c.program.model, c.mapping).as_dict(),
         "tasks": tasks,
         "memory": memory,
         "compile_seconds": round(c.seconds, 6),

@@ -62,6 +62,10 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         "pes": {pe_key(pe): pe_entry(s) for pe, s in sorted(r.pes.items())},
         "links": links,
         "fabric": r.config.as_dict(),
+        # the mapping's lower bound (docs/pecode.md), when the run compiled the program
+        "bound": None if outcome.bound is None else outcome.bound.as_dict(),
+        "cycles_over_bound": (None if outcome.bound is None
+                              else round(cycles / outcome.bound.cycles, 3)),
     }
 
 
@@ -88,6 +92,16 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
                                              f"{report['max_abs_error']:g})")
     table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "
                             f"{report['fabric']['clock_mhz']:g} MHz)")
+    bound = report.get("bound")
+    if bound is not None:
+        dominant = bound[bound["dominant"]]
+        table.add_row("bound", f"{bound['cycles']} cycles ({bound['dominant']}: "
+                               f"{dominant['where']}; compute {bound['compute']['cycles']}, "
+                               f"injection {bound['injection']['cycles']}, latency "
+                               f"{bound['latency']['cycles']}); cycles / bound "
+                               f"{report['cycles_over_bound']:.2f}")
+    else:
+        table.add_row("bound", "n/a (the mapping's bound needs the program: run PROG.lair)")
     pes = report["pes"]
     busiest = max(pes.items(), key=lambda kv: kv[1]["busy"]) if pes else None
     totals = report["totals"]

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from codegen.bound import Bound, mapping_bound
 from codegen.peir import PeModule
 from lair.diagnostics import InputError, LimitError, SimulationError
 from lair.files import check_input_file
@@ -65,6 +66,7 @@ class RunOutcome:
     expected: dict[str, np.ndarray]
     result: SimResult
     comparison: Comparison
+    bound: Bound | None = None  # of the mapping, when the run compiled the program
 
 
 def find_module(path: str | Path) -> Path:
@@ -238,5 +240,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     check_budget(module, locations)
     verify_module(module, config, locations=locations)
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
-    return run_module(module, compiled.program, inputs, config=config,
-                      reference=Path(path).resolve(), max_seconds=max_seconds)
+    outcome = run_module(module, compiled.program, inputs, config=config,
+                         reference=Path(path).resolve(), max_seconds=max_seconds)
+    bound = mapping_bound(compiled.program.model, compiled.mapping, config)
+    return replace(outcome, bound=bound)

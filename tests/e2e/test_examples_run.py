@@ -90,3 +90,11 @@ def test_sparse_output_stream(tmp_path: Path, simd: bool) -> None:
     (tmp_path / "ff.map").write_text(mapping)
     result = run_program(tmp_path / "ff.lair", simd=simd, seed=4)
     assert result.comparison.verified and result.comparison.exact
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
+def test_no_run_beats_the_mapping_bound(path: Path, simd: bool) -> None:
+    result = outcome(path, simd)
+    assert result.bound is not None
+    assert result.result.cycles >= result.bound.cycles, result.bound.describe()
