@@ -6,13 +6,14 @@ mapping can beat on the fabric it is simulated on:
 - **compute**: on the busiest PE, the element operations of its statement instances
   divided by the SIMD width of their type (a multiply-add counts once);
 - **injection**: on the busiest external PE, the wavelets its stream sends or receives,
-  one per cycle through its port (every element counted: a sparse stream skips zeros
-  the mapping cannot know of);
+  one per cycle through its port;
 - **latency**: the longest way any element travels, in hops, between its external PE
   and a PE that reads (or writes) it.
 
 The bound is the largest term; reports give ``cycles / bound`` and the term that
-dominates, so two code generators can be compared on the same mapping.
+dominates, so two code generators can be compared on the same mapping. Every element
+and instance counts: a run whose sparse inputs have zeros skips some and may come in
+under the bound.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import islpy as isl
 
-from lair.graph import Binary, Stmt, Unary, Value
+from lair.graph import Binary, Read, Stmt, Unary, Value
 from lair.lower import PolyModel
 from mapping import poly
 from mapping.flows import accessing_pes
@@ -67,23 +68,36 @@ class Bound:
 
 
 def element_ops(stmt: Stmt) -> int:
-    """Element operations of one instance: the arithmetic of its value, plus the
+    """Element operations every instance needs: the arithmetic of its value that depends
+    on all of the statement's iterators (an operation on fewer, such as ``alpha * A[i][k]``
+    in a GEMM over ``(i, j, k)``, can be hoisted and is not counted), plus the
     accumulation of ``+=``/``max=``, where an addition of a product counts once (a
     multiply-add); at least one (a copy moves an element)."""
-    ops = _operators(stmt.value)
+    used = {read.tensor: {name for expr in read.index for name, _ in expr.terms}
+            for read in stmt.reads}
+    every = set(stmt.iterators)
+    ops, _ = _operators(stmt.value, used, every)
     if stmt.op in ("+=", "max="):
         ops += 0 if stmt.op == "+=" and _is_product(stmt.value) else 1
     return max(1, ops)
 
 
-def _operators(value: Value) -> int:
+def _operators(value: Value, used: dict[str, set[str]], every: set[str]
+               ) -> tuple[int, set[str]]:
+    """(operations counted per instance, iterators the value depends on)."""
     match value:
+        case Read(tensor):
+            return 0, used.get(tensor, set())
         case Binary(op, lhs, rhs):
+            (a, left), (b, right) = _operators(lhs, used, every), _operators(rhs, used, every)
+            depends = left | right
             fused = op in ("+", "-") and (_is_product(lhs) or _is_product(rhs))
-            return _operators(lhs) + _operators(rhs) + (0 if fused else 1)
+            own = 0 if fused or depends != every else 1
+            return a + b + own, depends
         case Unary(_, operand):
-            return 1 + _operators(operand)
-    return 0
+            count, depends = _operators(operand, used, every)
+            return count + (1 if depends == every else 0), depends
+    return 0, set()
 
 
 def _is_product(value: Value) -> bool:

@@ -22,7 +22,8 @@ from pesim.fabric import FabricConfig
     ("y[i][j] = max(W[i][j] + x[j], 0)", 2),
     ("y[i][j] = W[i][j]", 1),  # a copy still moves an element
     ("y[i][j] += -W[i][j] * x[j] + 1", 3),  # neg, multiply-add, accumulate
-    ("y[i][j] = W[i][j] + W[i][j] * x[j] + x[j] * x[j]", 2),  # two multiply-adds
+    ("y[i][j] = W[i][j] + W[i][j] * x[j] + x[j] * x[j]", 1),  # x[j] * x[j] is hoisted
+    ("y[i][j] += 2 * x[j] * W[i][j]", 1),  # 2 * x[j] is hoisted out of i
 ])
 def test_element_operations_per_instance(body: str, ops: int) -> None:
     program = program_from_text(textwrap.dedent(f"""
