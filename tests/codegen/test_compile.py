@@ -99,6 +99,10 @@ def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     assert compile_report(ff())["memory"] == data["memory"]
     (x,) = data["flows"]["inputs"]
     assert (x["tensor"], x["side"], x["route"]) == ("x", "N", "adapters")
+    # 32 x 16 multiply-adds on 4 x 4 compute PEs: 32 per PE at width 4; x enters at one PE.
+    assert data["bound"]["compute"] == {"cycles": 8, "where": "PE[0, 1]"}  # row 0: adapters
+    assert data["bound"]["injection"]["cycles"] == 16
+    assert data["bound"]["dominant"] == "injection" and data["bound"]["cycles"] == 16
 
 
 def test_report_says_which_tree_the_planner_chose(tmp_path: Path, cli) -> None:
