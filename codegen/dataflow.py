@@ -239,6 +239,24 @@ class _Check:
         kept, complete = poly.align_params(kept.intersect_range(several), complete)
         return complete.union(kept)
 
+    def available(self, tensor: str, writers: isl.Map) -> isl.Map:
+        """``PE -> element``: where each element is complete (:meth:`completed`) or
+        brought complete by the tensor's sharing exchange (checked to send complete
+        elements only)."""
+        complete = self.completed(tensor, writers)
+        share = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and not ex.reduce),
+                     None)
+        if share is None:
+            return complete
+        sent, complete = poly.align_params(share.produced, complete)
+        if not sent.is_subset(complete):
+            raise self.fail(f"the exchange of '{tensor}' sends elements that are not "
+                            "complete", sent.subtract(complete))
+        delivered, sent = poly.align_params(share.needed, sent)
+        delivered, complete = poly.align_params(delivered.intersect_range(sent.range()),
+                                                complete)
+        return complete.union(delivered)
+
     def reduced(self, tensor: str, ex: Exchange, writers: isl.Map, several: isl.Set
                 ) -> isl.Map:
         """A reducing exchange: one keeper per element with several writers, to which
@@ -261,17 +279,7 @@ class _Check:
     def internal(self, statement: str, task: Task, tensor: str, used: isl.Map) -> None:
         writers, producer = self.writers(tensor)
         writers, used = poly.align_params(writers, used)
-        complete = self.completed(tensor, writers)
-        share = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and not ex.reduce),
-                     None)
-        available = complete
-        if share is not None:
-            sent, complete = poly.align_params(share.produced, complete)
-            if not sent.is_subset(complete):
-                raise self.fail(f"the exchange of '{tensor}' sends elements that are not "
-                                "complete", sent.subtract(complete))
-            delivered, available = poly.align_params(share.needed, complete)
-            available = available.union(delivered)
+        available = self.available(tensor, writers)
         used, available = poly.align_params(used, available)
         missing = used.intersect_range(writers.domain()).subtract(available)
         if not missing.is_empty():
@@ -349,20 +357,8 @@ class _Check:
         """An output computed away from the line of its external PE: the PE next to the
         side sends each element once, holding it complete (computed there, kept there
         by a combination, or brought there by the exchange)."""
-        complete = self.completed(tensor, writers)  # PE -> element
-        gather = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and not ex.reduce),
-                      None)
+        held = self.available(tensor, writers)  # PE -> element
         sent = flow.sent_by().intersect_domain(flow.senders)
-        sent, held = poly.align_params(sent, complete)
-        if gather is not None:
-            sends, complete = poly.align_params(gather.produced, complete)
-            if not sends.is_subset(complete):
-                raise self.fail(f"the gathering of output '{tensor}' sends elements that "
-                                "are not complete", sends.subtract(complete))
-            delivered, sent = poly.align_params(gather.needed, sent)
-            delivered, sends = poly.align_params(delivered, sends)
-            held, delivered = poly.align_params(held, delivered)
-            held = held.union(delivered.intersect_range(sends.range()))
         held, sent = poly.align_params(held, sent)
         if not sent.is_subset(held):
             raise self.fail(f"output '{tensor}' is sent by a PE that does not hold it complete",

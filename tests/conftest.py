@@ -33,3 +33,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "random: random differential tests of compiler and simulator "
         "(tests/random; DTG_RANDOM_EXAMPLES=N sets the number of pairs)")
+
+
+def verify_pair(directory: Path, lair: str, mapping: str, *, simd: bool,
+                seeds: Sequence[int] = (0, 1)) -> None:
+    """Write a program and its mapping (dedented) into ``directory``, compile and simulate
+    them, and check every output against the reference interpreter for each seed."""
+    import textwrap
+
+    from pesim.run import run_program
+
+    (directory / "p.lair").write_text(textwrap.dedent(lair))
+    (directory / "p.map").write_text(textwrap.dedent(mapping))
+    for seed in seeds:
+        outcome = run_program(directory / "p.lair", simd=simd, seed=seed)
+        assert outcome.comparison.verified, outcome.comparison.mismatch

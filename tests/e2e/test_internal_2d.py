@@ -9,12 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import verify_pair
 
 from lair.frontend import program_from_text
 from mapping.spec import parse_mapping
 from mapping.tasks import build_task_graph
 from mapping.validate import validate_mapping
-from pesim.run import run_program
 
 MLP = """
 lair l1<T=float16>(): T W1[8][8], T x[8] -> T h[8]
@@ -138,20 +138,11 @@ CASES = {
 }
 
 
-def _write(tmp_path: Path, name: str) -> Path:
-    lair, mapping = CASES[name]
-    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
-    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
-    return tmp_path / "p.lair"
-
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_verifies(tmp_path: Path, name: str, simd: bool) -> None:
-    program = _write(tmp_path, name)
-    for seed in (0, 1):
-        outcome = run_program(program, simd=simd, seed=seed)
-        assert outcome.comparison.verified, outcome.comparison.mismatch
+    verify_pair(tmp_path, *CASES[name], simd=simd)
 
 
 def test_the_mlp_shares_its_hidden_vector_over_the_region() -> None:

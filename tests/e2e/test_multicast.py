@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import verify_pair
 
 from codegen.colors import colors_used
 from lair.diagnostics import UnsupportedMappingError
@@ -101,20 +102,11 @@ CASES = {
 }
 
 
-def _write(tmp_path: Path, name: str) -> Path:
-    lair, mapping = CASES[name]
-    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
-    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
-    return tmp_path / "p.lair"
-
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_verifies(tmp_path: Path, name: str, simd: bool) -> None:
-    program = _write(tmp_path, name)
-    for seed in (0, 1):
-        outcome = run_program(program, simd=simd, seed=seed)
-        assert outcome.comparison.verified, outcome.comparison.mismatch
+    verify_pair(tmp_path, *CASES[name], simd=simd)
 
 
 def _task_graph(name: str) -> TaskGraph:

@@ -5,12 +5,10 @@ exactly, with and without SIMD."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-
-from pesim.run import run_program
+from conftest import verify_pair
 
 GEMV_30x18 = """
 lair gemv<T=float16>(): T W[30][18], T x[18] -> T y[30]
@@ -113,9 +111,4 @@ CASES = {
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_verifies(tmp_path: Path, name: str, simd: bool) -> None:
-    lair, mapping = CASES[name]
-    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
-    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
-    for seed in (0, 1):
-        outcome = run_program(tmp_path / "p.lair", simd=simd, seed=seed)
-        assert outcome.comparison.verified, outcome.comparison.mismatch
+    verify_pair(tmp_path, *CASES[name], simd=simd)
