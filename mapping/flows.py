@@ -300,10 +300,6 @@ class Colors:
     def __init__(self) -> None:
         self.taken: list[tuple[str, str]] = []  # (what, subject) per color
 
-    @property
-    def next(self) -> int:
-        return len(self.taken)
-
     def take(self, what: str, subject: str) -> int:
         """A new color for ``what``, a flow of tensor ``subject``."""
         self.taken.append((what, subject))

@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--outputs", metavar="OUT.npz", help="write the simulated outputs")
     parser.add_argument("--config", metavar="FABRIC.toml",
                         help="override fabric settings (costs, sizes, cycle limit)")
-    parser.add_argument("--report", metavar="FILE.json", help="write the JSON report")
+    parser.add_argument("--report", metavar="FILE.json",
+                        help="write the JSON report (cycles, the mapping's bound, per-PE "
+                             "and per-link statistics)")
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
                         help="stop a simulation that runs longer than S seconds of wall time "
                              "(default %(default)g)")

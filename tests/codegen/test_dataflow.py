@@ -296,19 +296,23 @@ def test_a_dropped_reduction_chain_is_caught() -> None:
         check_data_flow(altered, result.memory)
 
 
+# W enters dense from PE[1, 1] with indices 0, 1, 8, 9, ...: they skip 2 to 7.
+GAPPED_DENSE = ("""
+    lair prog(): float16 W[12][10], float16 x[10] -> float16 y[12]
+    { S0: all (i, j) in (12, 10) y[i] += W[i][j] * x[j] }
+    """, """
+    rectangle { PE[1, 2] }
+    placement { S0[i, j] -> PE[0, j//8] }
+    input W dense { W[e0, e1] -> [PE[1, e1//8] -> index[8*(e0) + e1 mod 8]] :
+                    0 <= e0 <= 11 and 0 <= e1 <= 9 }
+    input x resident
+    output y dense { y[e0] -> [PE[0, -1] -> index[e0]] : 0 <= e0 <= 11 }
+    """)
+
+
 def test_dense_stream_with_gaps_is_rejected_at_the_stream() -> None:
     with pytest.raises(UnsupportedMappingError) as err:
-        plan("""
-            lair prog(): float16 W[12][10], float16 x[10] -> float16 y[12]
-            { S0: all (i, j) in (12, 10) y[i] += W[i][j] * x[j] }
-            """, """
-            rectangle { PE[1, 2] }
-            placement { S0[i, j] -> PE[0, j//8] }
-            input W dense { W[e0, e1] -> [PE[1, e1//8] -> index[8*(e0) + e1 mod 8]] :
-                            0 <= e0 <= 11 and 0 <= e1 <= 9 }
-            input x resident
-            output y dense { y[e0] -> [PE[0, -1] -> index[e0]] : 0 <= e0 <= 11 }
-            """)
+        plan(*GAPPED_DENSE)
     assert err.value.format().startswith(
         "prog.map:4:1: error: dense input 'W': the indices PE[1, 1] sends skip index[2]; a "
         "dense wavelet carries no index")
@@ -318,17 +322,7 @@ def test_the_check_catches_dense_streams_with_gaps(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(inputs, "require_consecutive", lambda stream, tensor: None)
     with pytest.raises(DataFlowError, match="dense stream 'W' reaches a PE with indices that "
                                             r"are not consecutive.*index\[2\] on PE\[0, 1\]"):
-        plan("""
-            lair prog(): float16 W[12][10], float16 x[10] -> float16 y[12]
-            { S0: all (i, j) in (12, 10) y[i] += W[i][j] * x[j] }
-            """, """
-            rectangle { PE[1, 2] }
-            placement { S0[i, j] -> PE[0, j//8] }
-            input W dense { W[e0, e1] -> [PE[1, e1//8] -> index[8*(e0) + e1 mod 8]] :
-                            0 <= e0 <= 11 and 0 <= e1 <= 9 }
-            input x resident
-            output y dense { y[e0] -> [PE[0, -1] -> index[e0]] : 0 <= e0 <= 11 }
-            """)
+        plan(*GAPPED_DENSE)
 
 
 @pytest.mark.parametrize("change", ["stride", "base"])
