@@ -93,6 +93,8 @@ def _conflict(a: int, b: int, programs: Iterable[PeProgram], footprint: dict[int
             return True
         if data_a and data_b and data_a[0].sparse != data_b[0].sparse:
             return True
+        if any(t.batch is not None for t in (*data_a, *data_b)):
+            return True  # a batched task lands its own color's wavelets
     return False
 
 

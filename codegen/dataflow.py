@@ -22,11 +22,13 @@ internal error naming the statement, tensor, element and PE.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from math import prod
 
 import islpy as isl
 
-from codegen.scancheck import quasi_affine
+from codegen.batching import COUNT, ArrivalPlan, Batch
+from codegen.scancheck import ScanError, quasi_affine
 from codegen.simd import (
     Operand,
     SimdDecision,
@@ -51,7 +53,8 @@ class DataFlowError(CompilerBug):
 
 
 def check_data_flow(tg: TaskGraph, memory: Memory,
-                    decisions: Mapping[str, SimdDecision] | None = None) -> None:
+                    decisions: Mapping[str, SimdDecision] | None = None,
+                    arrivals: ArrivalPlan | None = None) -> None:
     """Raise :class:`DataFlowError` at the first difference between what the plan does
     and what the program means; return quietly when there is none."""
     check = _Check(tg, memory)
@@ -69,6 +72,38 @@ def check_data_flow(tg: TaskGraph, memory: Memory,
         if decision.used:
             check.simd_operands(name, decision)
         if decision.used and decision.extra_instances is not None:
+            check.extras(name, decision)
+    for batch in (arrivals.batches if arrivals is not None else ()):
+        check_batch(tg, memory, batch)
+
+
+def check_batch(tg: TaskGraph, memory: Memory, batch: Batch) -> None:
+    """A batched task runs, over all batches of a PE, exactly the instances its
+    per-arrival task runs over all arrivals, and its SIMD instructions pass the checks
+    of per-arrival ones with the landing array standing for the stream."""
+    flow = tg.input_flow(batch.flow)
+    assert flow is not None
+    outer = poly.index_names(flow.index_dims)[:-1]
+    for task in batch.tasks:
+        original = next(t for t in tg.tasks if t.name == task.name)
+        assert original.instances is not None and task.instances is not None
+        per_arrival = original.instances.intersect_params(flow.arrival_context().align_params(
+            original.instances.get_space()))
+        per_arrival = poly.project_out_params(per_arrival, [poly.INDEX])
+        per_batch = task.instances.intersect_params(batch.context.align_params(
+            task.instances.get_space()))
+        per_batch = poly.project_out_params(per_batch, [poly.INDEX, COUNT])
+        per_arrival, per_batch = poly.align_params(per_arrival, per_batch)
+        if not per_arrival.is_equal(per_batch):
+            differ = per_arrival.subtract(per_batch).union(per_batch.subtract(per_arrival))
+            raise _Check(tg, memory).fail(
+                f"{task.name}: its batches of {batch.size} run other instances than its "
+                f"arrivals ({differ}, outer index values {', '.join(outer) or 'none'})")
+    view_tasks = tuple(next((b for b in batch.tasks if b.name == t.name), t) for t in tg.tasks)
+    check = _Check(replace(tg, tasks=view_tasks), Memory((batch.land, *memory.arrays)))
+    for name, decision in batch.decisions:
+        check.simd_operands(name, decision)
+        if decision.extra_instances is not None:
             check.extras(name, decision)
 
 
@@ -430,6 +465,7 @@ class _Check:
             raise self.fail(f"{task_name}: its SIMD instruction's box misses instances "
                             f"({inner_a.subtract(box)})")
         if d.case == "enumerated":
+            self.simd_variant(task_name, d, inner_a)
             return
         runs_extra = box.intersect_params(inner_a.params()).subtract(inner_a)
         extra = d.extra_instances
@@ -442,6 +478,34 @@ class _Check:
         if not runs_extra.is_subset(extra):
             raise self.fail(f"{task_name}: its SIMD instruction runs instances outside the "
                             "task that were not checked as box-hull extras")
+
+    def simd_variant(self, task_name: str, d: SimdDecision, inner: isl.Set) -> None:
+        """Where an enumerated instruction's variant expression selects variant ``k``,
+        the instances' box has exactly variant ``k``'s size (so the box holds them all and
+        nothing else)."""
+        assert d.variant is not None
+        params = inner.params()
+        try:
+            selected = quasi_affine(d.variant, [], params.get_space())
+        except ScanError as err:
+            raise self.fail(f"{task_name}: its SIMD variant expression is not quasi-affine "
+                            f"({err})") from err
+        covered = isl.Set.empty(params.get_space())
+        for k, sizes in enumerate(d.variants):
+            where = selected.eq_set(_constant(params.get_space(), k)).intersect(params)
+            covered = covered.union(where)
+            for dim, size in enumerate(sizes):
+                extent = inner.dim_max(dim).sub(inner.dim_min(dim)).add_constant_val(
+                    isl.Val.int_from_si(CTX, 1))
+                exact = extent.eq_set(_constant(extent.get_domain_space(), size))
+                where_a, exact = poly.align_params(where, exact)
+                if not where_a.is_subset(exact):
+                    raise self.fail(f"{task_name}: its SIMD variant expression selects size "
+                                    f"{list(sizes)} where the instances have another size "
+                                    f"({where_a.subtract(exact)})")
+        if not params.is_subset(covered):
+            raise self.fail(f"{task_name}: its SIMD variant expression selects no variant "
+                            f"for some invocations ({params.subtract(covered)})")
 
     def simd_operand(self, task_name: str, pstmt: PolyStatement, d: SimdDecision,
                      inner: isl.Set, operand: Operand) -> None:
@@ -498,9 +562,11 @@ class _Check:
                 raise self.fail(f"{task_name}: '{tensor}' has no local array")
             access = outer_to_params(d.compression.apply_range(pstmt.access_function(tensor)),
                                      d.outer_names)
-            elements = poly.accessed_elements(extra, access, project)  # over PE_X, PE_Y
-            elements, to_local = poly.align_params(elements, local.to_local_bound)
-            positions = elements.apply(isl.Map.from_multi_aff(to_local))
+            # (in local coordinates before the index constants go: a landing array's
+            # position depends on the batch's first index)
+            access, to_local = poly.align_params(access, local.to_local_bound)
+            positions = poly.accessed_elements(
+                extra, access.apply_range(isl.Map.from_multi_aff(to_local)), project)
             bounds = zero_box(local.name, local.size)
             positions, bounds = poly.align_params(positions, bounds)
             if not positions.is_subset(bounds):
@@ -524,6 +590,12 @@ class _Check:
 
 
 # ------------------------------------------------------------------ isl helpers
+
+
+def _constant(space: isl.Space, value: int) -> isl.PwAff:
+    """The constant ``value`` on the parameter space ``space``."""
+    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(space))
+                              .set_constant_val(isl.Val.int_from_si(CTX, value)))
 
 
 def _at_space(k: int) -> isl.Space:

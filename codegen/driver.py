@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from codegen import peprint
+from codegen.batching import ARRIVAL_MODES
 from codegen.pipeline import STAGES, Compilation, compile_mapping
 from codegen.report import compile_report
 from lair.cli import ArgumentParser, run_guarded
@@ -45,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the PE module to OUTDIR/<program>.pe instead of printing it")
     parser.add_argument("--no-simd", action="store_true",
                         help="generate scalar loops only (no SIMD instructions)")
+    parser.add_argument("--arrival", choices=ARRIVAL_MODES, default=ARRIVAL_MODES[0],
+                        help="batched: take dense streams in batches of wavelets where the "
+                             "cost model predicts a gain; per-wavelet: one task per arriving "
+                             "wavelet, as in the paper (default: %(default)s)")
     parser.add_argument("--report", metavar="FILE.json",
                         help="write the compile report (data flows, tasks, SIMD decisions, memory, "
                              "the mapping's lower bound on cycles) as JSON")
@@ -66,7 +71,8 @@ def load_mapping(program: Program, program_path: str | Path, mapping_path: str |
 
 def compile_file(program_path: str | Path, mapping_path: str | None = None,
                  params: dict[str, Binding] | None = None, *, stop: str = "code",
-                 simd: bool = True, outdir: str | Path | None = None) -> Compilation:
+                 simd: bool = True, outdir: str | Path | None = None,
+                 arrival: str = ARRIVAL_MODES[0]) -> Compilation:
     """Front end and back end of one program, as ``dtg-codegen`` runs them."""
     params = params or {}
     program = load_program(program_path, params)
@@ -76,7 +82,7 @@ def compile_file(program_path: str | Path, mapping_path: str | None = None,
     stem = Path(program_path).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
     return compile_mapping(program, mapping, stop=stop, simd=simd, name=name,
-                           reference=reference, params=tuple(params.items()))
+                           reference=reference, params=tuple(params.items()), arrival=arrival)
 
 
 def _stage_text(stage: str, c: Compilation) -> str:
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> str:
     if args.output:
         check_output_dir(args.output)
     c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
-                     outdir=args.output)
+                     outdir=args.output, arrival=args.arrival)
     text = _stage_text(args.emit, c)
     # everything is computed before anything is written; each file is written whole
     target = None

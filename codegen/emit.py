@@ -13,6 +13,7 @@ from typing import Literal
 
 import islpy as isl
 
+from codegen.batching import COUNT, ArrivalPlan, Batch
 from codegen.islast import (
     aff_expr,
     condition_of,
@@ -82,16 +83,18 @@ NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
 
 def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, name: str,
          reference: str | None, params: Sequence[tuple[str, int | str]] = (),
-         simd: bool = True, simd_fill: bool = True, simd_output: bool = True) -> PeModule:
+         simd: bool = True, simd_fill: bool = True, simd_output: bool = True,
+         arrivals: ArrivalPlan | None = None) -> PeModule:
     """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
-    ``simd_fill``/``simd_output`` use SIMD for initialization and output tasks."""
+    ``simd_fill``/``simd_output`` use SIMD for initialization and output tasks;
+    ``arrivals`` names the dense streams whose wavelets are taken in batches."""
     streams = [StreamIO("input", f.tensor, f.kind, f.external_color, str(f.stream_relation))
                for f in tg.inputs if f.stream_relation is not None]
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = _adapter_programs(tg)
     programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
-                                    simd and simd_output).build())
+                                    simd and simd_output, arrivals or ArrivalPlan()).build())
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -291,6 +294,7 @@ class _ComputeBuilder:
     simd: bool
     simd_fill: bool
     simd_output: bool
+    arrivals: ArrivalPlan
     configs: list[SimdConfig] = field(default_factory=list)
     extra_tasks: list[Task] = field(default_factory=list)
     ints: list[IntVar] = field(default_factory=list)
@@ -330,7 +334,8 @@ class _ComputeBuilder:
                 main.extend(finish)
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
-        arrays = tuple(self._array(a) for a in self.memory.arrays)
+        arrays = tuple(self._array(a) for a in self.memory.arrays) + tuple(
+            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches)
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
                          tuple(tasks))
@@ -420,6 +425,22 @@ class _ComputeBuilder:
             return list(_guarded(guard, scan(decision.outer, context, body)))
         return list(self._scalar(pstmt, task.instances, task.trigger, context))
 
+    def _batched(self, batch: Batch, task_name: str) -> list[Stmt]:
+        """A task's work for a batch of arrivals: SIMD over the batch's window."""
+        task = batch.task(task_name)
+        decision = batch.decision(task_name)
+        assert task.instances is not None
+        guard = condition_of(task.instances.params(), batch.context)
+        runs = self._runs(task.name, decision)
+        if decision.outer is None:
+            return list(_guarded(guard, runs))
+        names = decision.outer_names
+
+        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
+
+        return list(_guarded(guard, scan(decision.outer, batch.context, body)))
+
     def _runs(self, task_name: str, d: SimdDecision) -> tuple[Run, ...]:
         """One configuration and invocation per operation of the decision."""
         assert d.dst is not None and d.op is not None and d.sizes is not None
@@ -499,11 +520,13 @@ class _ComputeBuilder:
         """The data task of a stream and the control task of its end marks; ``done`` runs
         when the PE has seen all the end marks it waits for."""
         body: list[Stmt] = []
+        batch = self.arrivals.of(flow.name) if self.simd else None
         if flow.tensor in self.tg.buffered:
             body.extend(self._keep(flow))
         for t in self.tg.tasks:
             if t.kind == "compute" and t.flow == flow.name:
-                body.extend(self._compute(t.name))
+                body.extend(self._compute(t.name) if batch is None else self._batched(
+                    batch, t.name))
         env: dict[str, IExpr] = {}
         context = self.region.context()
         group_vars: list[Stmt] = []
@@ -530,7 +553,8 @@ class _ComputeBuilder:
             env["index"] = IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1], context))
         data = list(substitute_stmts(tuple(body), env)) if env else body
         if flow.kind == "dense":
-            data.append(SetInt(f"n_{flow.name}", "+=", IConst(1)))
+            data.append(SetInt(f"n_{flow.name}", "+=", IConst(1) if batch is None else IVar(
+                COUNT)))
         control: list[Stmt] = list(group_vars)
         if counted:
             control.append(SetInt("pending", "+=", IConst(-1)))
@@ -538,7 +562,8 @@ class _ComputeBuilder:
                 control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
         else:
             control.extend(done)
-        return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse"),
+        return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
+                     batch.size if batch else None, batch.land.name if batch else None),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
 
     def _keep(self, flow: InputFlow) -> list[Stmt]:

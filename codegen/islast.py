@@ -116,6 +116,9 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
     """A quasi-affine function of the parameters as a PE-code expression."""
     value, context = value.align_params(context.get_space()), context.align_params(
         value.get_space())
+    single = _as_single(value, context)
+    if single is not None:
+        return single
     for candidate in (value, value.gist_params(context).coalesce()):
         extreme = _as_extreme(candidate, context)
         if extreme is not None:
@@ -125,6 +128,23 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
 
 
 _MAX_EXTREME_PIECES = 6
+_MAX_SINGLE_PIECES = 12
+
+
+def _as_single(value: isl.PwAff, context: isl.Set) -> IExpr | None:
+    """A piecewise function whose pieces all agree with one of them (isl keeps pieces
+    with the same value apart when their domains do not form a convex set) as that
+    piece's expression, without a conditional."""
+    if not 2 <= value.n_piece() <= _MAX_SINGLE_PIECES:
+        return None
+    pieces: list[isl.Aff] = []
+    value.foreach_piece(lambda _set, aff: pieces.append(aff))
+    domain = value.domain().intersect_params(context)
+    known = value.intersect_domain(domain)
+    for aff in pieces:
+        if isl.PwAff.from_aff(aff).intersect_domain(domain).is_equal(known):
+            return normalize(to_iexpr(build(context).expr_from_pw_aff(isl.PwAff.from_aff(aff))))
+    return None
 
 
 def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:

@@ -279,13 +279,20 @@ TaskKind = Literal["main", "data", "control", "local"]
 class Task:
     """``main`` runs first; ``data`` tasks run per wavelet on ``color`` (with ``value``
     and, when ``sparse``, ``index``); ``control`` tasks run per end-of-sequence mark on
-    ``color``; ``local`` tasks run when activated."""
+    ``color``; ``local`` tasks run when activated.
+
+    A dense data task with ``batch`` runs once per batch of up to ``batch`` wavelets,
+    landed in order in the array ``land`` while the core does other work; ``count``
+    is the number of wavelets of the batch (fewer than ``batch`` where an end mark
+    ends it). One dispatch and one SIMD instruction then serve many arrivals."""
 
     name: str
     kind: TaskKind
     body: tuple[Stmt, ...]
     color: int | None = None
     sparse: bool = False
+    batch: int | None = None
+    land: str | None = None
 
 
 @dataclass(frozen=True)

@@ -205,6 +205,8 @@ def task(t: Task, indent: str = "  ") -> list[str]:
     head = {"main": "", "local": " local"}.get(t.kind)
     if head is None:
         head = f" {t.kind} color {t.color}" + (" sparse" if t.sparse else "")
+        if t.batch is not None:
+            head += f" batch {t.batch} land {t.land}"
     return [f"{indent}task {t.name}{head} {{", *_block(t.body, indent + "  "), f"{indent}}}"]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import prod
 
+from codegen.batching import ArrivalPlan, plan_arrivals
 from codegen.colors import colors_used, share_colors
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
@@ -34,6 +35,7 @@ class Compilation:
     module: PeModule | None = None
     simd: bool = True
     seconds: float = 0.0
+    arrivals: ArrivalPlan | None = None
 
 
 def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True,
@@ -98,22 +100,28 @@ def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
 def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
                         simd: bool, name: str, reference: str | None,
                         params: Sequence[tuple[str, int | str]],
-                        max_configs: int = MAX_SIMD_CONFIGS
-                        ) -> tuple[PeModule, dict[str, SimdDecision]]:
+                        max_configs: int = MAX_SIMD_CONFIGS,
+                        arrivals: ArrivalPlan | None = None
+                        ) -> tuple[PeModule, dict[str, SimdDecision], ArrivalPlan]:
     """Emit the module within the SIMD configurations a PE has (§5.4): while a program
     needs more, give up SIMD where it helps least: first for the initial fills (run
-    once), then for compute tasks that run once, then for those with the most size
-    variants, then for the output tasks; each compute task records why."""
+    once), then batches of arrivals (the smallest gain first), then SIMD for compute
+    tasks that run once, then for those with the most size variants, then for the
+    output tasks; each compute task records why."""
     fill, output = True, True
+    arrivals = arrivals or ArrivalPlan()
     while True:
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
-                      simd=simd, simd_fill=fill, simd_output=output)
+                      simd=simd, simd_fill=fill, simd_output=output, arrivals=arrivals)
         needed = max((sum(len(c.variants) for c in p.configs) for p in module.programs),
                      default=0)
         if needed <= max_configs:
-            return module, decisions
+            return module, decisions, arrivals
         if fill:
             fill = False
+            continue
+        if arrivals.batches:
+            arrivals = arrivals.without(min(arrivals.batches, key=arrivals.gain).flow)
             continue
         once = {t.name for t in tg.tasks if t.kind == "compute" and t.trigger is None}
         used = sorted(((task in once, d.configs, task) for task, d in decisions.items()
@@ -143,12 +151,15 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
                     simd: bool = True, name: str = "program", reference: str | None = None,
                     params: Sequence[tuple[str, int | str]] = (),
-                    max_configs: int = MAX_SIMD_CONFIGS) -> Compilation:
+                    max_configs: int = MAX_SIMD_CONFIGS, arrival: str = "batched"
+                    ) -> Compilation:
     """Run the back end (task graph, memory, SIMD, code) up to ``stop``; ``max_configs``
-    is the number of SIMD configurations a PE holds."""
+    is the number of SIMD configurations a PE holds; ``arrival="per-wavelet"`` runs one
+    task per arriving wavelet as the paper does, ``"batched"`` takes dense streams in
+    batches where the cost model predicts a gain."""
     try:
         return _compile(program, mapping, stop=stop, simd=simd, name=name, reference=reference,
-                        params=params, max_configs=max_configs)
+                        params=params, max_configs=max_configs, arrival=arrival)
     except UnsupportedMappingError as err:
         if err.loc is None and err.subject is not None:
             err.loc = mapping.loc_of(err.subject)
@@ -161,7 +172,7 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
 
 def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
              reference: str | None, params: Sequence[tuple[str, int | str]],
-             max_configs: int) -> Compilation:
+             max_configs: int, arrival: str) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
@@ -172,19 +183,25 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
         result = Compilation(program, mapping, tg, memory, simd=simd)
         if stop != "memory":
             decisions, memory = simd_decisions(tg, memory, simd=simd)
-            module, decisions = _fit_configurations(
+            planned = plan_arrivals(tg, memory, decisions, arrival=arrival) if simd else None
+            module, decisions, arrivals = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
-                params=params, max_configs=max_configs)
+                params=params, max_configs=max_configs, arrivals=planned)
             shared = share_colors(module, FABRIC_COLORS)
+            if shared is None and arrivals.batches:  # batched colors are never shared
+                module, decisions, arrivals = _fit_configurations(
+                    tg, memory, decisions, simd=simd, name=name, reference=reference,
+                    params=params, max_configs=max_configs, arrivals=ArrivalPlan(
+                        candidates=arrivals.candidates))
+                shared = share_colors(module, FABRIC_COLORS)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)))
             module = shared
-            check_data_flow(tg, memory, decisions)
+            check_data_flow(tg, memory, decisions, arrivals)
             for pe_program in module.programs:
                 check_fits(pe_program.name, [(a.name, a.shape, a.bytes)
                                              for a in pe_program.arrays])
             result = Compilation(program, mapping, tg, memory, decisions,
-                                 module if stop == "code" else None, simd)
+                                 module if stop == "code" else None, simd, arrivals=arrivals)
     seconds = time.perf_counter() - start
-    return Compilation(result.program, result.mapping, result.tasks, result.memory,
-                       result.decisions, result.module, simd, seconds)
+    return replace(result, seconds=seconds)

@@ -25,7 +25,13 @@ def compile_report(c: Compilation) -> dict[str, Any]:
             "detail": t.detail,
         }
         decision = (c.decisions or {}).get(t.name)
-        if decision is not None:
+        batch = c.arrivals.of(t.flow) if c.arrivals is not None and t.flow and (
+            t.kind == "compute") else None
+        if batch is not None:
+            entry["simd"] = batch.decision(t.name).report()
+            entry["batch"] = {"size": batch.size, "instances": str(batch.task(t.name).instances),
+                              "per_wavelet_simd": decision.report() if decision else None}
+        elif decision is not None:
             entry["simd"] = decision.report()
         elif t.kind == "init":
             local = c.memory.of(c.program.model.statement(t.statement or "").stmt.target.tensor) \
@@ -56,6 +62,7 @@ def compile_report(c: Compilation) -> dict[str, Any]:
                            "size": [c.tasks.compute.width, c.tasks.compute.height]},
         "simd_enabled": c.simd,
         "flows": _flows(c.tasks),
+        "arrivals": c.arrivals.report() if c.arrivals is not None else {},
         "bound": mapping_bound(c.program.model, c.mapping).as_dict(),
         "tasks": tasks,
         "memory": memory,

@@ -17,7 +17,16 @@ from typing import Literal
 import islpy as isl
 
 from codegen.islast import normalize, pw_aff_expr
-from codegen.peir import MAX_SIMD_CONFIGS, MAX_SIMD_DIMS, MAX_SIMD_SIZE, IBin, IConst, IExpr
+from codegen.peir import (
+    MAX_SIMD_CONFIGS,
+    MAX_SIMD_DIMS,
+    MAX_SIMD_SIZE,
+    Cmp,
+    IBin,
+    IConst,
+    IExpr,
+    ISel,
+)
 from lair.diagnostics import CodegenError
 from lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from lair.lower import PolyStatement
@@ -242,7 +251,8 @@ def _leaves(value: Value) -> list[Value]:
 
 
 def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory: Memory,
-           context: isl.Set, *, box_hull: bool = True) -> SimdDecision:
+           context: isl.Set, *, box_hull: bool = True, varying: tuple[str, ...] = ()
+           ) -> SimdDecision:
     """Decide whether the task running ``instances`` of ``pstmt`` is one SIMD instruction.
 
     Following the paper: compress (§5.2); try the fixed-size box hull first, accepting
@@ -250,18 +260,21 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
     (§5.3); otherwise the exact box (§5.1), with one configuration per size when the
     size varies (§5.4). Beyond four dimensions the outer ones become scalar loops.
     ``box_hull=False`` forbids extra instances (their arrays would not fit the PE).
+    ``varying`` names parameters besides the index constants that change between
+    invocations (a batch's ``count``).
     """
     steps = op_steps(pstmt.stmt, trigger)
     if isinstance(steps, str):
         return no_simd(steps)
     try:
-        return _decide(pstmt, instances, steps, memory, context, box_hull)
+        return _decide(pstmt, instances, steps, memory, context, box_hull, varying)
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
 
 
 def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
-            memory: Memory, context: isl.Set, box_hull: bool = True) -> SimdDecision:
+            memory: Memory, context: isl.Set, box_hull: bool = True,
+            varying: tuple[str, ...] = ()) -> SimdDecision:
     shape = steps[0]
     # For the checks on extra instances: every operand of every step.
     every = OpShape(shape.op, shape.dst, tuple(dict.fromkeys(
@@ -277,7 +290,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
                             **common)  # type: ignore[arg-type]
     outer_names = tuple(f"o{d}" for d in range(max(0, n - MAX_SIMD_DIMS)))
     inner, outer = split_outer(comp.compressed, outer_names)
-    index_like = (*poly.index_params(instances), *outer_names)
+    index_like = (*poly.index_params(instances), *varying, *outer_names)
     ctx = context if outer is None else _with_outer(context, outer)
 
     def build(case: Case, origin: isl.MultiPwAff, sizes: tuple[int, ...],
@@ -355,10 +368,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
         if isinstance(result, SimdDecision):
             return result
         failures.append(result)
-    elif rect.fixed:
-        failures.append("the size depends on the PE coordinates (one program per size is not "
-                        "implemented)")
-    else:
+    else:  # the size varies between invocations, or between PEs: one variant per size
         enumerated = _enumerate(rect, index_like, ctx)
         if isinstance(enumerated, str):
             failures.append(enumerated)
@@ -514,13 +524,17 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
         return "sizes that vary in several dimensions cannot be selected yet"
     d = dims[0]
     ordered = sorted(variants, key=lambda v: v[d])
-    if [v[d] for v in ordered] != list(range(ordered[0][d], ordered[0][d] + len(ordered))):
-        return "the sizes are not consecutive"
     # size = max - min + 1 per dimension; isl prints the extremes with min/max where it
     # would print the piecewise size itself as a conditional expression.
     hi = pw_aff_expr(rect.maximum.get_at(d), context)
     lo = pw_aff_expr(rect.minimum.get_at(d), context)
-    variant = normalize(IBin("-", IBin("-", hi, lo), IConst(ordered[0][d] - 1)))
+    if [v[d] for v in ordered] == list(range(ordered[0][d], ordered[0][d] + len(ordered))):
+        variant = normalize(IBin("-", IBin("-", hi, lo), IConst(ordered[0][d] - 1)))
+    else:  # the position of the size among the variants, by comparisons
+        extent = normalize(IBin("+", IBin("-", hi, lo), IConst(1)))
+        variant = IConst(len(ordered) - 1)
+        for k in reversed(range(len(ordered) - 1)):
+            variant = ISel(Cmp("==", extent, IConst(ordered[k][d])), IConst(k), variant)
     return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d]))
 
 

@@ -957,3 +957,89 @@ def check_extra_writes(
         proper=accessed_elements(instances, write, index),
         extra=accessed_elements(extra, write, index),
     )
+
+
+# -------------------- arrival windows (batched arrivals)
+
+
+def param_pw_aff(domain: isl.Set, name: str) -> isl.PwAff:
+    """The parameter ``name`` of ``domain`` (a parameter set) as a function on it."""
+    pos = domain.get_space().find_dim_by_name(_dt.param, name)
+    if pos < 0:
+        raise ValueError(f"no parameter {name} in {domain}")
+    ls = isl.LocalSpace.from_space(domain.get_space())
+    return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, _dt.param, pos)).intersect_domain(domain)
+
+
+def with_params(obj: _P, names: Sequence[str]) -> _P:
+    """``obj`` with the parameters ``names`` added (unconstrained) where it lacks them."""
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=[], params=list(names))
+    return obj.align_params(space.align_params(obj.get_space()))
+
+
+def over_window(s: isl.Set, name: str, width: str) -> isl.Set:
+    """``{ x : exists v : name <= v < name + width and x in s[name := v] }``: the union of
+    ``s`` over the values ``name, ..., name + width - 1`` of its parameter ``name`` (the
+    instances a batch of consecutive arrivals triggers, the batch starting at ``name``
+    and holding ``width`` of them)."""
+    pos = s.get_space().find_dim_by_name(_dt.param, name)
+    if pos < 0:
+        raise ValueError(f"no parameter {name} in {s}")
+    n = s.dim(_dt.set)
+    moved = s.move_dims(_dt.set, n, _dt.param, pos, 1)  # v: the last set dimension
+    moved = with_params(moved, [name, width])
+    space = moved.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    v = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, _dt.set, n))
+    first = isl.PwAff.from_aff(isl.Aff.var_on_domain(
+        ls, _dt.param, space.find_dim_by_name(_dt.param, name)))
+    count = isl.PwAff.from_aff(isl.Aff.var_on_domain(
+        ls, _dt.param, space.find_dim_by_name(_dt.param, width)))
+    window = v.ge_set(first).intersect(v.lt_set(first.add(count)))
+    result = moved.intersect(window).project_out(_dt.set, n, 1).coalesce()
+    if s.get_space().has_tuple_id(_dt.set):
+        result = result.set_tuple_id(s.get_space().get_tuple_id(_dt.set))
+    return result
+
+
+def batch_starts(arrivals: isl.Set, first: isl.PwAff, last: isl.PwAff, size: int, name: str,
+                 width: str) -> isl.Set:
+    """The (parameter) values at which batches of ``size`` consecutive arrivals start,
+    with their widths: ``name`` ranges over ``first, first + size, ...`` up to ``last``
+    and ``width = min(size, last - name + 1)`` (relaxed to any width that occurs and
+    keeps the batch in its group); ``arrivals`` (a parameter set holding ``name``) gives
+    the context, ``first`` and ``last`` are functions of its other parameters."""
+    ctx = arrivals.get_ctx()
+    arrivals = with_params(arrivals, [width])
+    start = param_pw_aff(arrivals, name)
+    count = param_pw_aff(arrivals, width)
+    first, last = first.align_params(arrivals.get_space()), last.align_params(
+        arrivals.get_space())
+    first = first.intersect_domain(arrivals)
+    last = last.intersect_domain(arrivals)
+    aligned = start.sub(first).mod_val(_val(ctx, size))
+    on_grid = arrivals.intersect(aligned.eq_set(aligned.sub(aligned)))
+    rest = last.sub(start).add_constant_val(_val(ctx, 1))
+    full = rest.sub(rest).add_constant_val(_val(ctx, size))
+    exact = on_grid.intersect(count.eq_set(full.min(rest)))
+    # Stated without the minimum, which isl would carry into every expression derived
+    # from it as cases: a batch ends inside its group and has one of the widths that
+    # occur (a superset of the exact starts and widths, on which code is correct too).
+    widths = project_out_params(exact, [p for p in _param_names(exact) if p != width])
+    fits = on_grid.intersect(start.add(count).le_set(last.add_constant_val(_val(ctx, 1))))
+    widths, fits = align_params(widths, fits)
+    return fits.intersect(widths).coalesce()
+
+
+def window_starts(arrivals: isl.Set, size: int, name: str, width: str) -> isl.Set:
+    """The windows of ``size`` indices aligned to multiples of ``size`` that hold at
+    least one of the values of ``name`` in ``arrivals`` (a parameter set), with
+    ``width = size``: the batches of a sparse stream, whose zeros are not sent."""
+    ctx = arrivals.get_ctx()
+    windows = over_window(isl.Set.from_params(arrivals), name, width).params()
+    start = param_pw_aff(windows, name)
+    count = param_pw_aff(windows, width)
+    aligned = start.mod_val(_val(ctx, size))
+    windows = windows.intersect(aligned.eq_set(aligned.sub(aligned)))
+    return windows.intersect(count.eq_set(count.sub(count).add_constant_val(
+        _val(ctx, size)))).coalesce()

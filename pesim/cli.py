@@ -1,6 +1,6 @@
 """``pesim``: simulate a PE module on the mesh and check it against its reference program.
 
-    pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd]
+    pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd] [--arrival A]
           [--inputs IN.npz] [--outputs OUT.npz] [--seed N] [--config FABRIC.toml]
           [--report FILE.json] [--max-seconds S]
 
@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with PROG.lair: bind a size or type parameter")
     parser.add_argument("--no-simd", action="store_true",
                         help="with PROG.lair: compile without SIMD instructions")
+    parser.add_argument("--arrival", choices=("batched", "per-wavelet"),
+                        help="with PROG.lair: take dense streams in batches where predicted "
+                             "cheaper (batched, the default) or one task per wavelet "
+                             "(per-wavelet, as in the paper)")
     parser.add_argument("--inputs", metavar="IN.npz",
                         help="input tensors by name (default: random integers from --seed)")
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
@@ -107,10 +111,11 @@ def simulate_args(args: argparse.Namespace) -> RunOutcome:
     if Path(args.module).suffix == ".lair":
         params = dict(parse_param(p) for p in args.param)
         return run_program(args.module, mapping_path=args.mapping, params=params,
-                           simd=not args.no_simd, inputs_path=args.inputs,
+                           simd=not args.no_simd, arrival=args.arrival or "batched",
+                           inputs_path=args.inputs,
                            seed=args.seed or 0, config=config, max_seconds=args.max_seconds)
-    if args.mapping or args.param or args.no_simd:
-        raise UsageError("-m, --param and --no-simd apply to a .lair program only")
+    if args.mapping or args.param or args.no_simd or args.arrival:
+        raise UsageError("-m, --param, --no-simd and --arrival apply to a .lair program only")
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
                     max_seconds=args.max_seconds)
 

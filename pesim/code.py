@@ -180,6 +180,7 @@ class ProgramCode:
         self.by_name: dict[str, Task] = {t.name: t for t in program.tasks}
         self.main = next((t for t in program.tasks if t.kind == "main"), None)
         self.data = {t.color: t for t in program.tasks if t.kind == "data"}
+        self.batched = {c: t for c, t in self.data.items() if t.batch is not None}
         self.control = {t.color: t for t in program.tasks if t.kind == "control"}
 
     # --------------------------------------------------------------------- blocks

@@ -188,6 +188,7 @@ class _Kind:
     kind: TaskKind
     color: int | None = None
     sparse: bool = False
+    batch: tuple[int, str] | None = None
 
 
 @v_args(meta=True)
@@ -438,7 +439,9 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def task(self, meta: Any, children: list[Any]) -> tuple[Task, SourceLoc]:
         name, kind, *body = children
-        return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse), self._tok(name)
+        batch, land = kind.batch if kind.batch is not None else (None, None)
+        return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse, batch, land
+                    ), self._tok(name)
 
     def main_kind(self, meta: Any, children: list[Any]) -> _Kind:
         return _Kind("main")
@@ -447,13 +450,16 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
         return _Kind("local")
 
     def data_kind(self, meta: Any, children: list[Any]) -> _Kind:
-        return _Kind("data", self._int(children[0]), children[1] is not None)
+        return _Kind("data", self._int(children[0]), children[1] is not None, children[2])
 
     def control_kind(self, meta: Any, children: list[Any]) -> _Kind:
         return _Kind("control", self._int(children[0]))
 
     def sparse(self, meta: Any, children: list[Any]) -> bool:
         return True
+
+    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str]:
+        return self._int(children[0]), str(children[1])
 
     # ----------------------------------------------------------------- statements
 

@@ -225,7 +225,7 @@ def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: i
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
-                inputs_path: str | Path | None = None, seed: int = 0,
+                arrival: str = "batched", inputs_path: str | Path | None = None, seed: int = 0,
                 config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
                 ) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
@@ -233,7 +233,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     from codegen.driver import compile_file
     from codegen.peprint import module as print_module
 
-    compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd)
+    compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival)
     assert compiled.module is not None
     text = print_module(compiled.module)
     module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")

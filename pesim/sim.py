@@ -536,6 +536,12 @@ class Core:
         self.fifo_waiters: defaultdict[int, list[Any]] = defaultdict(list)
         self.arrival: dict[int, simpy.Event] = {}
         self.triggers: list[tuple[int, int, str, int | None]] = []
+        # batched colors: wavelets landed so far, colors whose batch awaits its task,
+        # colors whose end mark awaits its control task
+        self.fill: defaultdict[int, int] = defaultdict(int)
+        self.base: dict[int, int] = {}  # sparse batches: the first index of the window
+        self.closed: set[int] = set()
+        self.end_waiting: set[int] = set()
         self.seq = 0
         self.idle: simpy.Event | None = None
         self.clock = 0
@@ -616,7 +622,20 @@ class Core:
             if self.start is None:
                 self.start = self.clock
             self.task = name
-            if task.kind == "data":
+            if task.batch is not None:
+                assert color is not None
+                if task.sparse:
+                    self.env["index"] = self.base[color]
+                    self.env["count"] = task.batch
+                    # the core clears the landing array for the next window
+                    assert task.land is not None
+                    land = self.code.arrays[task.land]
+                    width = self.config.simd_width(land.dtype)
+                    self.clock += self.config.simd_startup + -(-task.batch // width)
+                    self.busy += self.config.simd_startup + -(-task.batch // width)
+                else:
+                    self.env["count"] = self.fill[color]
+            elif task.kind == "data":
                 assert color is not None
                 w = self.take(color, mark=False)
                 assert w is not None
@@ -629,12 +648,21 @@ class Core:
             elif task.kind == "control":
                 assert color is not None
                 self.take(color, mark=True)
+                if color in self.code.batched:
+                    self.end_waiting.discard(color)
+                    self.pump(color, self.clock)
             self.clock += self.config.task_dispatch
             self.busy += self.config.task_dispatch
             self.tasks_run += 1
             yield from self.execute(task)
             yield from self.sync()
             self.end = self.now()
+            if task.batch is not None:
+                assert color is not None
+                self.fill[color] = 0
+                self.base.pop(color, None)
+                self.closed.discard(color)
+                self.pump(color, self.now())
 
     def execute(self, task: Task) -> Gen:
         self.task = task.name
@@ -656,12 +684,16 @@ class Core:
         self.push_trigger(self.clock, task, None)
 
     def can_accept(self, color: int, w: Wavelet) -> bool:
-        if w is END and color not in self.code.control:
+        if w is END and color not in self.code.control and color not in self.code.batched:
             return True  # discarded on arrival
         return len(self.fifo[color]) < self.config.buffer_wavelets
 
     def deliver(self, color: int, w: Wavelet, now: int) -> None:
         code = self.code
+        if color in code.batched:
+            self.fifo[color].append(w)
+            self.pump(color, now)
+            return
         if w is END:
             control = code.control.get(color)
             if control is not None:
@@ -676,6 +708,62 @@ class Core:
         ev = self.arrival.pop(color, None)
         if ev is not None:
             ev.succeed()
+
+    def pump(self, color: int, now: int) -> None:
+        """Land the queued wavelets of a batched color in its array, in order, until the
+        batch is full or an end mark ends it; then trigger its task (the end mark's control
+        task once that batch is done)."""
+        if color in self.closed:
+            return
+        task = self.code.batched[color]
+        assert task.batch is not None and task.land is not None
+        fifo, land = self.fifo[color], self.flat[task.land]
+        while fifo:
+            w = fifo[0]
+            if w is END:
+                if self.fill[color]:
+                    break
+                if color in self.end_waiting:
+                    return
+                control = self.code.control.get(color)
+                if control is not None:
+                    self.end_waiting.add(color)
+                    self.push_trigger(now, control.name, color)
+                    return
+            elif task.sparse and not self.window(task, color, w, land):
+                break  # beyond the window: it waits for the next one
+            fifo.popleft()
+            if self.fifo_waiters[color]:
+                self.fabric.release(self.fifo_waiters[color])
+            if w is END:
+                continue
+            slot = w[1] - self.base[color] if task.sparse else self.fill[color]  # type: ignore[operator]
+            land[slot] = w[0]
+            self.fill[color] += 1
+            if not task.sparse and self.fill[color] == task.batch:
+                break
+        full = not task.sparse and self.fill[color] == task.batch
+        if self.fill[color] and (full or (fifo and (fifo[0] is END or task.sparse))):
+            self.closed.add(color)
+            self.push_trigger(now, task.name, color)
+
+    def window(self, task: Task, color: int, w: Wavelet, land: np.ndarray) -> bool:
+        """Whether the sparse wavelet ``w`` lands in the current window of ``batch``
+        indices (aligned to multiples of it), opening one if there is none."""
+        assert task.batch is not None and w is not END
+        index = w[1]
+        if index is None:
+            raise self.error(f"sparse data task {task.name} received a wavelet without an "
+                             f"index on color {color}")
+        base = self.base.get(color)
+        if base is None:
+            self.base[color] = task.batch * (index // task.batch)
+            land[:task.batch] = 0
+            return True
+        if index < base:
+            raise self.error(f"sparse data task {task.name}: index {index} arrived after a "
+                             f"larger one in the same group on color {color}")
+        return index < base + task.batch
 
     def take(self, color: int, *, mark: bool) -> Wavelet:
         """Remove the first value (or end mark) of a color's queue and free its slot."""

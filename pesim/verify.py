@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from math import prod
 
 import islpy as isl
 
@@ -61,7 +62,7 @@ from pesim.isltext import (
 from pesim.parser import Locations, stmt_key
 
 PE_PARAMS = ("PE_X", "PE_Y")
-RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar"}
+RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar", "count"}
 SRC_COUNT = {"fmac": 2, "fmul": 2, "fadd": 2, "fsub": 2, "fmax": 2, "copy": 1}
 
 
@@ -253,6 +254,8 @@ class _Verifier:
             scope = set(PE_PARAMS) | {v.name for v in p.ints}
             if t.kind == "data" and t.sparse:
                 scope.add("index")
+            if t.batch is not None:
+                scope.add("count")
             self.block(p, t, t.body, (), scope, data_colors, configs)
 
     def declare(self, names: dict[str, str], name: str, kind: str, key: tuple[str, ...],
@@ -355,6 +358,8 @@ class _Verifier:
             if t.sparse and t.kind != "data":
                 raise self.fail(f"only data tasks can be sparse; {t.name} is a {t.kind} task",
                                 *key)
+            if t.batch is not None:
+                self.batch(p, t, key)
             if t.kind == "main":
                 mains.append(t.name)
             if t.kind == "local" and any(isinstance(st, Activate) and st.task == t.name
@@ -365,6 +370,23 @@ class _Verifier:
         if len(mains) > 1:
             raise self.fail(f"program {p.name} has {len(mains)} main tasks ({', '.join(mains)}); "
                             "expected at most one", "task", p.name, mains[1])
+
+    def batch(self, p: PeProgram, t: Task, key: tuple[str, ...]) -> None:
+        """A batched data task lands its wavelets in an array of the program."""
+        assert t.batch is not None
+        if t.kind != "data":
+            raise self.fail(f"task {t.name}: only data tasks can take wavelets in batches",
+                            *key)
+        if t.batch < 1:
+            raise self.fail(f"task {t.name}: a batch holds at least 1 wavelet, not {t.batch}",
+                            *key)
+        land = next((a for a in p.arrays if a.name == t.land), None)
+        if land is None:
+            raise self.fail(f"task {t.name} lands its wavelets in '{t.land}', which is not an "
+                            f"array of program {p.name}", *key)
+        if prod(land.shape) < t.batch:
+            raise self.fail(f"task {t.name} lands batches of {t.batch} wavelets in "
+                            f"'{land.name}', which holds {prod(land.shape)} elements", *key)
 
     def simd(self, p: PeProgram, c: SimdConfig, data_colors: set[int | None]) -> None:
         key = ("simd", p.name, c.name)
@@ -544,6 +566,9 @@ class _Verifier:
                 if t.kind != "data":
                     raise self.fail(f"task {t.name} reads 'value', but only data tasks receive "
                                     "a wavelet value", *key)
+                if t.batch is not None:
+                    raise self.fail(f"task {t.name} reads 'value', but a batched task finds "
+                                    f"its wavelets' values in '{t.land}'", *key)
             case Load():
                 self.load(p, t, e, scope, key)
             case Recv(color):

@@ -28,8 +28,9 @@ def test_a_module_that_fits_is_left_alone() -> None:
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("case", CASES)
 def test_shared_colors_compute_the_same(case: str, simd: bool) -> None:
+    # per wavelet: a batched task lands its own color, so its color is never shared
     path = EXAMPLES / f"{case}.lair"
-    compiled = compile_file(path, simd=simd)
+    compiled = compile_file(path, simd=simd, arrival="per-wavelet")
     assert compiled.module is not None
     used = len(colors_used(compiled.module))
     shared = None
@@ -45,3 +46,18 @@ def test_shared_colors_compute_the_same(case: str, simd: bool) -> None:
         inputs = make_inputs(compiled.program, seed=seed)
         outcome = run_module(module, compiled.program, inputs)
         assert outcome.comparison.verified, outcome.comparison.mismatch
+
+
+def test_batched_colors_are_not_shared() -> None:
+    compiled = compile_file(EXAMPLES / "movement/gemv_two_sides.lair")
+    assert compiled.module is not None and compiled.arrivals is not None
+    assert compiled.arrivals.batches
+    batched = {t.color for p in compiled.module.programs for t in p.tasks
+               if t.batch is not None}
+    used = len(colors_used(compiled.module))
+    for limit in range(1, used):
+        shared = share_colors(compiled.module, limit)
+        if shared is None:
+            continue
+        merged = [t for p in shared.programs for t in p.tasks if t.batch is not None]
+        assert len(merged) == len(batched)

@@ -24,7 +24,7 @@ def same(a: isl.Set | isl.Map, b: isl.Set | isl.Map) -> bool:
 
 
 def test_conv2d_compression_is_eq_28_with_a_box_hull() -> None:
-    c = compile_file(EXAMPLES / "conv2d" / "conv2d.lair")
+    c = compile_file(EXAMPLES / "conv2d" / "conv2d.lair", arrival="per-wavelet")
     assert c.decisions is not None and c.memory is not None
     d = c.decisions["C_on_x"]
     assert d.used and d.case == "box_hull" and d.sizes == (3, 3)
@@ -37,7 +37,8 @@ def test_conv2d_compression_is_eq_28_with_a_box_hull() -> None:
 
 
 def test_degenerate_compression_is_eq_33() -> None:
-    c = compile_file(EXAMPLES / "conv2d_degenerate" / "conv2d_degenerate.lair")
+    c = compile_file(EXAMPLES / "conv2d_degenerate" / "conv2d_degenerate.lair",
+                     arrival="per-wavelet")
     assert c.decisions is not None
     d = c.decisions["C_on_x"]
     assert d.used and d.sizes == (2, 1)
@@ -48,7 +49,8 @@ def test_degenerate_compression_is_eq_33() -> None:
 
 
 def test_size_enumeration_when_extras_would_overwrite_results() -> None:
-    c = compile_file(EXAMPLES / "conv1d_filter_grad" / "conv1d_filter_grad.lair")
+    c = compile_file(EXAMPLES / "conv1d_filter_grad" / "conv1d_filter_grad.lair",
+                     arrival="per-wavelet")
     assert c.decisions is not None and c.module is not None
     d = c.decisions["CG_on_x"]
     assert d.used and d.case == "enumerated"

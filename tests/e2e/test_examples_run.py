@@ -4,6 +4,8 @@ emitted PE code survives print -> parse -> print."""
 
 from __future__ import annotations
 
+import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -20,9 +22,41 @@ from pesim.run import RunOutcome, run_module, run_program
 RUNNABLE = EXAMPLE_PROGRAMS
 
 
+PINNED = Path(__file__).with_name("pinned_cycles.json")
+
+
 @cache
-def outcome(path: Path, simd: bool, seed: int = 0) -> RunOutcome:
-    return run_program(path, simd=simd, seed=seed)
+def outcome(path: Path, simd: bool, seed: int = 0, arrival: str = "batched") -> RunOutcome:
+    return run_program(path, simd=simd, seed=seed, arrival=arrival)
+
+
+def _pins() -> dict[str, dict[str, int]]:
+    return json.loads(PINNED.read_text()) if PINNED.exists() else {}
+
+
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
+def test_cycle_counts_are_pinned(path: Path) -> None:
+    """Every example's cycles (seed 0) with batched and per-wavelet arrivals and without
+    SIMD, so that a change of the generated code shows up; after an intended change,
+    ``DTG_UPDATE_PINS=1 pytest tests/e2e/test_examples_run.py -k pinned`` rewrites them."""
+    key = str(path.relative_to(EXAMPLES))
+    got = {"simd": outcome(path, True).result.cycles,
+           "per_wavelet": outcome(path, True, 0, "per-wavelet").result.cycles,
+           "scalar": outcome(path, False).result.cycles}
+    if os.environ.get("DTG_UPDATE_PINS"):
+        pins = _pins()
+        pins[key] = got
+        PINNED.write_text(json.dumps(dict(sorted(pins.items())), indent=1) + "\n")
+        return
+    assert _pins().get(key) == got
+
+
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
+def test_batches_are_never_slower_than_one_task_per_wavelet(path: Path) -> None:
+    batched = outcome(path, True)
+    per_wavelet = outcome(path, True, 0, "per-wavelet")
+    assert batched.comparison.verified and per_wavelet.comparison.verified
+    assert batched.result.cycles <= per_wavelet.result.cycles
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])

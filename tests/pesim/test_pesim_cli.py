@@ -118,7 +118,7 @@ def test_unreadable_npz_is_an_error(cli, tmp_path: Path) -> None:
     ([GEMV_PE, "--config", "missing.toml"], "no such file: missing.toml"),
     ([GEMV_PE, "--inputs", "x.npz", "--seed", "1"], "--inputs and --seed exclude each other"),
     (["missing.lair"], "no such file: missing.lair"),
-    ([GEMV_PE, "--no-simd"], "-m, --param and --no-simd apply to a .lair program only"),
+    ([GEMV_PE, "--no-simd"], "-m, --param, --no-simd and --arrival apply to a .lair program only"),
     ([], "the following arguments are required"),
 ])
 def test_usage_and_missing_files(cli, args: list[str], message: str) -> None:

@@ -1,0 +1,301 @@
+"""Arrival batching: the work of several consecutive wavelets of a stream as one task.
+
+Per arrival, the paper's code pays a task dispatch and a SIMD start-up for a few cycles
+of work. A stream arrives in a known order, so a PE can land up to ``K`` consecutive
+wavelets in a small array while it computes (as a fabric-input DSD moves them in CSL)
+and run one task per batch whose SIMD instructions cover the instances of all of them:
+the per-arrival instance set with ``index`` ranging over the batch's window
+``index .. index + count - 1`` (:func:`mapping.poly.over_window`). The streamed tensor
+is then an ordinary array operand, the landing array, at position ``order(e) - index``.
+
+A dense batch is ``K`` consecutive wavelets (fewer where its group ends). A sparse
+stream does not send zeros, so its batches are windows of ``K`` indices aligned to
+multiples of ``K``: the elements not sent are 0 in the landing array and the batch
+computes with them, which gives what the program gives (a statement runs per element
+of a sparse stream only if a zero contributes nothing); windows with no element sent
+are skipped, as single zeros are by per-wavelet tasks.
+
+The batch size comes from a small cost model; per-wavelet tasks stay where they are
+predicted cheaper, and ``arrival="per-wavelet"`` keeps the paper's code exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from math import ceil, prod
+
+import islpy as isl
+
+from codegen.peir import ELEMENT_BYTES, IBin, IExpr, INeg, ISel
+from codegen.simd import SimdDecision, decide
+from mapping import poly
+from mapping.flows import InputFlow, Task, TaskGraph
+from mapping.memory import LocalTensor, Memory
+from pesim.fabric import FabricConfig
+
+ARRIVAL_MODES = ("batched", "per-wavelet")
+COUNT = "count"
+MAX_BATCH = 64
+COSTS = FabricConfig()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run a stream's per-arrival work, with its predicted cycles for the
+    busiest group of arrivals on a PE (``size`` None: one task per wavelet)."""
+
+    size: int | None
+    cycles: int | None
+    note: str
+
+    def report(self) -> dict[str, object]:
+        return {"batch": self.size, "predicted_cycles": self.cycles, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The chosen batching of one dense input flow."""
+
+    flow: str
+    size: int
+    land: LocalTensor
+    context: isl.Set  # parameters PE_X, PE_Y, outer index, index (first of batch), count
+    tasks: tuple[Task, ...]  # the flow's compute tasks with their per-batch instances
+    decisions: tuple[tuple[str, SimdDecision], ...]
+    gain: int = 0  # predicted cycles saved over per-wavelet tasks
+
+    def decision(self, task: str) -> SimdDecision:
+        return dict(self.decisions)[task]
+
+    def task(self, name: str) -> Task:
+        return next(t for t in self.tasks if t.name == name)
+
+
+@dataclass(frozen=True)
+class ArrivalPlan:
+    batches: tuple[Batch, ...] = ()
+    candidates: tuple[tuple[str, tuple[Candidate, ...]], ...] = ()
+
+    def of(self, flow: str) -> Batch | None:
+        return next((b for b in self.batches if b.flow == flow), None)
+
+    @staticmethod
+    def gain(batch: Batch) -> int:
+        return batch.gain
+
+    def without(self, flow: str) -> ArrivalPlan:
+        return replace(self, batches=tuple(b for b in self.batches if b.flow != flow))
+
+    def report(self) -> dict[str, object]:
+        chosen = {b.flow: b.size for b in self.batches}
+        return {flow: {"chosen_batch": chosen.get(flow),
+                       "candidates": [c.report() for c in cands]}
+                for flow, cands in self.candidates}
+
+
+def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
+                  arrival: str = "batched", max_batch: int = MAX_BATCH) -> ArrivalPlan:
+    """For each dense input flow, the predicted cost of per-wavelet tasks and of batches
+    of each candidate size; the cheapest batching where it beats per-wavelet tasks."""
+    if arrival not in ARRIVAL_MODES:
+        raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
+    batches: list[Batch] = []
+    candidates: list[tuple[str, tuple[Candidate, ...]]] = []
+    for flow in tg.inputs:
+        tasks = tuple(t for t in tg.tasks if t.kind == "compute" and t.flow == flow.name)
+        if not tasks:
+            continue
+        cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
+                                  arrival == "batched")
+        candidates.append((flow.name, cands))
+        if best is not None:
+            batches.append(best)
+    return ArrivalPlan(tuple(batches), tuple(candidates))
+
+
+def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
+                flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool
+                ) -> tuple[tuple[Candidate, ...], Batch | None]:
+    window = _window(flow)
+    per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
+    length = window[2] if window is not None else None
+    pw_cost = _dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
+        tasks, per_wavelet, strict=True)) if len(per_wavelet) == len(tasks) else None
+    pw_cycles = None if pw_cost is None or length is None else length * max(1, pw_cost)
+    result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)")]
+    if not enabled:
+        return tuple(result), None
+    if flow.tensor in tg.buffered:
+        result.append(Candidate(None, None, "no batches: the stream is also kept in memory"))
+        return tuple(result), None
+    if flow.wire_offset is not None:
+        result.append(Candidate(None, None, "no batches: adapters re-index the stream"))
+        return tuple(result), None
+    if window is None or length is None:
+        result.append(Candidate(None, None, "no batches: the arrivals of a group do not "
+                                            "have a first and last index per PE"))
+        return tuple(result), None
+    land_local = _landing(tg, flow, max_batch)
+    if isinstance(land_local, str):
+        result.append(Candidate(None, None, f"no batches: {land_local}"))
+        return tuple(result), None
+    best: tuple[int, Batch] | None = None
+    sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)},
+                   reverse=True)
+    for size in sizes:
+        made = _batch(tg, memory, flow, tasks, window, size, land_local)
+        if isinstance(made, str):
+            result.append(Candidate(size, None, made))
+            continue
+        cost = [_dispatch() + 1 + sum(_run_cost(made.decision(t.name), tg, t, count=size)
+                                      for t in made.tasks)]
+        batches = ceil(length / size)
+        if flow.kind == "sparse":  # windows need not align with the group; clearing
+            batches += 1
+            cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
+        # landing the first batch, then compute-bound or arrival-bound
+        cycles = max(size + batches * cost[0], length + cost[0])
+        result.append(Candidate(size, cycles, f"{batches} batch(es) of up to {size} "
+                                              f"wavelets, {cost[0]} cycles each"))
+        if best is None or cycles < best[0]:
+            best = (cycles, made)
+    if best is None or (pw_cycles is not None and best[0] >= pw_cycles):
+        return tuple(result), None
+    gain = pw_cycles - best[0] if pw_cycles is not None else 0
+    return tuple(result), replace(best[1], gain=gain)
+
+
+def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
+    """First and last innermost index of each group of arrivals on a PE (functions of the
+    PE and the outer index values) and the largest group's length."""
+    arrivals = poly.bind_pe(flow.arrivals())
+    outer = poly.index_names(flow.index_dims)[:-1]
+    if outer:
+        arrivals = _bind_leading(arrivals, outer)
+    first, last = arrivals.dim_min(0), arrivals.dim_max(0)
+    length = last.sub(first).add_constant_val(isl.Val.one(first.get_ctx())).max_val()
+    if not length.is_int():
+        return None
+    return first, last, int(length.to_python())
+
+
+def _bind_leading(s: isl.Set, names: tuple[str, ...]) -> isl.Set:
+    n = len(names)
+    as_map = isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n)
+    return as_map.bind_domain(poly.multi_id(as_map.get_space().domain(), names))
+
+
+def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | str:
+    """The landing array's view of the streamed tensor: element ``e`` of the current group
+    at ``order(e) - index`` (``index`` the batch's first index); sized for the largest
+    batch, its size fixed by :func:`_sized`."""
+    reaching = poly.bind_pe(flow.reaching().reverse())
+    order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
+    pma = order.as_pw_multi_aff()
+    if pma.n_piece() != 1:
+        return "the stream's order is piecewise on a PE"
+    pieces: list[isl.MultiAff] = []
+    pma.foreach_piece(lambda _s, ma: pieces.append(ma))
+    inner = pieces[0].get_at(flow.index_dims - 1)
+    inner = inner.gist(reaching.align_params(inner.get_domain_space()))
+    if inner.dim(isl.dim_type.div) > 0:
+        return "the position of an element in its group is not affine on a PE"
+    inner = poly.with_params(inner, [poly.INDEX])
+    ls = isl.LocalSpace.from_space(inner.get_domain_space())
+    start = isl.Aff.var_on_domain(ls, isl.dim_type.param, inner.get_domain_space(
+        ).find_dim_by_name(isl.dim_type.param, poly.INDEX))
+    position = inner.sub(start)
+    name = f"land_{flow.name}"
+    ma = isl.MultiAff.from_aff(position).set_tuple_name(isl.dim_type.out, name)
+    tensor = tg.model.graph.tensor(flow.tensor)
+    box = poly.FixedSizeBox(ma, (max_batch,))
+    array = poly.LocalArray(name, flow.reaching().reverse(), box, ma, ma)
+    return LocalTensor(flow.tensor, array, tensor.dtype, max_batch * ELEMENT_BYTES[tensor.dtype],
+                       False, False)
+
+
+def _sized(land: LocalTensor, size: int) -> LocalTensor:
+    box = poly.FixedSizeBox(land.array.box.offset, (size,))
+    return replace(land, array=replace(land.array, box=box),
+                   bytes=size * ELEMENT_BYTES[land.dtype])
+
+
+def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
+           window: tuple[isl.PwAff, isl.PwAff, int], size: int, land: LocalTensor
+           ) -> Batch | str:
+    """Batches of ``size``: each task's instances over the batch's window, one SIMD
+    decision each (with the landing array standing for the stream), or why not."""
+    first, last, _ = window
+    if flow.kind == "sparse":
+        context = poly.window_starts(flow.arrival_context(), size, poly.INDEX, COUNT)
+    else:
+        context = poly.batch_starts(flow.arrival_context(), first, last, size, poly.INDEX,
+                                    COUNT)
+    land = _sized(land, size)
+    view = Memory((land, *memory.arrays))
+    batched: list[Task] = []
+    decisions: list[tuple[str, SimdDecision]] = []
+    for task in tasks:
+        assert task.instances is not None and task.statement is not None
+        instances = poly.over_window(task.instances, poly.INDEX, COUNT)
+        instances, ctx = poly.align_params(instances, context)
+        instances = instances.intersect_params(ctx)
+        pstmt = tg.model.statement(task.statement)
+        d = decide(pstmt, instances, None, view, ctx, varying=(COUNT,))
+        if not d.used:
+            return f"batches of {size}: no SIMD instruction for {task.name} ({d.reason})"
+        if d.extensions:
+            return (f"batches of {size}: {task.name}'s box hull would need larger arrays; "
+                    "not tried")
+        batched.append(replace(task, instances=instances, trigger=None))
+        decisions.append((task.name, d))
+    return Batch(flow.name, size, land, context, tuple(batched), tuple(decisions))
+
+
+def _dispatch() -> int:
+    return COSTS.task_dispatch
+
+
+def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1) -> int:
+    """Predicted cycles of a task's work per invocation with the fabric's default costs:
+    the SIMD instructions (start-up, operations over the width, base arithmetic), or a
+    scalar loop over the instances."""
+    assert task.statement is not None
+    dtype = tg.model.graph.tensor(tg.model.statement(task.statement).stmt.target.tensor).dtype
+    width = COSTS.simd_width(dtype)
+    if not d.used or d.sizes is None:
+        instances = _instances_per_invocation(task) * count
+        return COSTS.for_setup + instances * (COSTS.for_iteration + 6)
+    ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
+    steps = 1 + len(d.more)
+    base_ops = sum(_expr_ops(o.base) for o in (d.dst, *d.srcs) if o is not None and o.base)
+    select = COSTS.simd_variant_select + _expr_ops(d.variant) if d.variant is not None else 0
+    outer = 1
+    if d.outer is not None:
+        outer = max(1, _box_volume(d.outer))
+    return outer * steps * (COSTS.simd_startup + -(-ops // width) + base_ops + select)
+
+
+def _instances_per_invocation(task: Task) -> int:
+    assert task.instances is not None
+    return max(1, _box_volume(task.instances))
+
+
+def _box_volume(s: isl.Set) -> int:
+    """Points of the fixed-size box around ``s`` for each parameter value (an estimate of
+    one invocation's instances)."""
+    box = poly.set_box_hull(s)
+    if box is None:
+        return 1
+    return prod(box.size)
+
+
+def _expr_ops(e: IExpr | None) -> int:
+    match e:
+        case IBin(_, lhs, rhs):
+            return 1 + _expr_ops(lhs) + _expr_ops(rhs)
+        case INeg(operand):
+            return 1 + _expr_ops(operand)
+        case ISel(_, then, orelse):
+            return 2 + max(_expr_ops(then), _expr_ops(orelse))
+    return 0

@@ -1,0 +1,142 @@
+"""Batched data tasks: wavelets land in an array, one task per batch (``count`` of them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pesim_support import build, sim
+
+from lair.diagnostics import SimulationError
+
+BATCHED = """
+module batched
+mesh PE[1, 1]
+input A dense color 0 { A[i = 0:2, j = 0:4] -> [PE[0, -1] -> index[i, j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 a[3][5] store B;
+  array float32 land[BATCH];
+  array float32 sizes[16] store S;
+  int row = 0;
+  int n = 0;
+  int b = 0;
+  route 0: N -> RAMP;
+  task got data color 0 batch BATCH land land {
+    for (k = 0; k <= count - 1; k++) {
+      a[row][n + k] = land[k];
+      sizes[b] += 1.0;
+    }
+    n += count;
+    b += 1;
+  }
+  task next control color 0 {
+    row += 1;
+    n = 0;
+  }
+}
+"""
+
+A = np.arange(1, 16, dtype=np.float32).reshape(3, 5)
+
+
+@pytest.mark.parametrize("batch, sizes", [(3, [3, 2, 3, 2, 3, 2]), (5, [5, 5, 5]),
+                                          (8, [5, 5, 5]), (1, [1] * 15)])
+def test_batches_end_at_their_size_or_at_an_end_mark(batch: int, sizes: list[int]) -> None:
+    result = sim(BATCHED.replace("BATCH", str(batch)), {"A": A},
+                 {"B": ((3, 5), "float32"), "S": ((16,), "float32")})
+    assert np.array_equal(result.outputs["B"], A)
+    assert result.pes[(0, 0)].tasks_run == len(sizes) + 3  # and one control task per row
+    assert list(result.outputs["S"]) == sizes + [0] * (16 - len(sizes))
+
+
+def test_one_dispatch_per_batch_is_cheaper_than_one_per_wavelet() -> None:
+    per_batch = sim(BATCHED.replace("BATCH", "5"), {"A": A},
+                    {"B": ((3, 5), "float32"), "S": ((16,), "float32")})
+    per_wavelet = sim(BATCHED.replace("BATCH", "1"), {"A": A},
+                      {"B": ((3, 5), "float32"), "S": ((16,), "float32")})
+    assert per_batch.pes[(0, 0)].busy < per_wavelet.pes[(0, 0)].busy
+
+
+def test_a_simd_instruction_reads_the_landed_batch() -> None:
+    text = """
+module simd_batch
+mesh PE[1, 1]
+input x dense color 0 { x[j = 0:7] -> [PE[0, -1] -> index[j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float16 W[4][8] load W;
+  array float16 y[4] store y;
+  array float16 land[4];
+  int n = 0;
+  route 0: N -> RAMP;
+  simd mac [4, 4]: y[i1] += W[i0 + 8*i1] * land[i0];
+  task got data color 0 batch 4 land land {
+    run mac {y: 0, W: n, land: 0};
+    n += count;
+  }
+}
+"""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-3, 4, (4, 8)).astype(np.float16)
+    x = rng.integers(-3, 4, 8).astype(np.float16)
+    result = sim(text, {"W": w, "x": x}, {"y": ((4,), "float16")})
+    assert np.array_equal(result.outputs["y"], w @ x)
+    assert result.pes[(0, 0)].tasks_run == 2
+
+
+@pytest.mark.parametrize("head, message", [
+    ("control color 0", None),
+    ("data color 0 batch 4 land land", "finds its wavelets' values in 'land'"),
+    ("data color 0 batch 4 land nowhere", "'nowhere', which is not an array"),
+    ("data color 0 batch 9 land land", "holds 4 elements"),
+    ("data color 0 batch 0 land land", "at least 1 wavelet"),
+])
+def test_bad_batches_are_rejected(head: str, message: str | None) -> None:
+    if message is None:  # (the grammar has no batches for other tasks)
+        return
+    text = """
+module bad
+mesh PE[1, 1]
+input x dense color 0 { x[j = 0:7] -> [PE[0, -1] -> index[j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float16 land[4];
+  route 0: N -> RAMP;
+  task got HEAD {
+    land[0] = value;
+  }
+}
+""".replace("HEAD", head)
+    with pytest.raises(SimulationError, match=message):
+        build(text)
+
+
+SPARSE = """
+module sparse_batched
+mesh PE[1, 1]
+input A sparse color 0 { A[i = 0:2, j = 0:6] -> [PE[0, -1] -> index[i, j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 a[3][9] store B { B[i, j] : 0 <= i <= 2 and 0 <= j <= 6 };
+  array float32 land[3];
+  int row = 0;
+  route 0: N -> RAMP;
+  task got data color 0 sparse batch 3 land land {
+    for (k = 0; k <= count - 1; k++) {
+      a[row][index + k] = land[k];
+    }
+  }
+  task next control color 0 {
+    row += 1;
+  }
+}
+"""
+
+
+def test_sparse_batches_are_aligned_windows_with_zeros_where_nothing_was_sent() -> None:
+    a = np.array([[1, 0, 2, 0, 0, 0, 5], [0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 3, 0, -4, 0]],
+                 np.float32)
+    result = sim(SPARSE, {"A": a}, {"B": ((3, 7), "float32")})
+    assert np.array_equal(result.outputs["B"], a)
+    # windows [0, 3), [6, 9) of row 0 and [3, 6) of row 2 hold a sent element
+    assert result.pes[(0, 0)].tasks_run == 3 + 3
