@@ -22,21 +22,21 @@ predicted cheaper, and ``arrival="per-wavelet"`` keeps the paper's code exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from math import ceil, prod
+from math import ceil
 
 import islpy as isl
 
-from codegen.peir import ELEMENT_BYTES, IBin, IExpr, INeg, ISel
+from codegen.cost import COSTS, dispatch, scalar_cycles, simd_cycles
+from codegen.peir import ELEMENT_BYTES
 from codegen.simd import SimdDecision, decide
 from mapping import poly
 from mapping.flows import InputFlow, Task, TaskGraph
 from mapping.memory import LocalTensor, Memory
-from pesim.fabric import FabricConfig
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
+ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
 COUNT = "count"
 MAX_BATCH = 64
-COSTS = FabricConfig()
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
                   arrival: str = "batched", max_batch: int = MAX_BATCH) -> ArrivalPlan:
     """For each dense input flow, the predicted cost of per-wavelet tasks and of batches
     of each candidate size; the cheapest batching where it beats per-wavelet tasks."""
-    if arrival not in ARRIVAL_MODES:
+    if arrival not in (*ARRIVAL_MODES, ALWAYS):
         raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
     batches: list[Batch] = []
     candidates: list[tuple[str, tuple[Candidate, ...]]] = []
@@ -106,7 +106,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
         if not tasks:
             continue
         cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
-                                  arrival == "batched")
+                                  arrival != "per-wavelet", force=arrival == ALWAYS)
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
@@ -114,12 +114,12 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
 
 
 def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
-                flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool
-                ) -> tuple[tuple[Candidate, ...], Batch | None]:
+                flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool, *,
+                force: bool = False) -> tuple[tuple[Candidate, ...], Batch | None]:
     window = _window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
     length = window[2] if window is not None else None
-    pw_cost = _dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
+    pw_cost = dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
         tasks, per_wavelet, strict=True)) if len(per_wavelet) == len(tasks) else None
     pw_cycles = None if pw_cost is None or length is None else length * max(1, pw_cost)
     result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)")]
@@ -147,7 +147,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         if isinstance(made, str):
             result.append(Candidate(size, None, made))
             continue
-        cost = [_dispatch() + 1 + sum(_run_cost(made.decision(t.name), tg, t, count=size)
+        cost = [dispatch() + 1 + sum(_run_cost(made.decision(t.name), tg, t, count=size)
                                       for t in made.tasks)]
         batches = ceil(length / size)
         if flow.kind == "sparse":  # windows need not align with the group; clearing
@@ -159,9 +159,9 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
                                               f"wavelets, {cost[0]} cycles each"))
         if best is None or cycles < best[0]:
             best = (cycles, made)
-    if best is None or (pw_cycles is not None and best[0] >= pw_cycles):
+    if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
         return tuple(result), None
-    gain = pw_cycles - best[0] if pw_cycles is not None else 0
+    gain = max(0, pw_cycles - best[0]) if pw_cycles is not None else 0
     return tuple(result), replace(best[1], gain=gain)
 
 
@@ -252,50 +252,11 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
     return Batch(flow.name, size, land, context, tuple(batched), tuple(decisions))
 
 
-def _dispatch() -> int:
-    return COSTS.task_dispatch
-
-
 def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1) -> int:
-    """Predicted cycles of a task's work per invocation with the fabric's default costs:
-    the SIMD instructions (start-up, operations over the width, base arithmetic), or a
-    scalar loop over the instances."""
-    assert task.statement is not None
-    dtype = tg.model.graph.tensor(tg.model.statement(task.statement).stmt.target.tensor).dtype
-    width = COSTS.simd_width(dtype)
-    if not d.used or d.sizes is None:
-        instances = _instances_per_invocation(task) * count
-        return COSTS.for_setup + instances * (COSTS.for_iteration + 6)
-    ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
-    steps = 1 + len(d.more)
-    base_ops = sum(_expr_ops(o.base) for o in (d.dst, *d.srcs) if o is not None and o.base)
-    select = COSTS.simd_variant_select + _expr_ops(d.variant) if d.variant is not None else 0
-    outer = 1
-    if d.outer is not None:
-        outer = max(1, _box_volume(d.outer))
-    return outer * steps * (COSTS.simd_startup + -(-ops // width) + base_ops + select)
-
-
-def _instances_per_invocation(task: Task) -> int:
-    assert task.instances is not None
-    return max(1, _box_volume(task.instances))
-
-
-def _box_volume(s: isl.Set) -> int:
-    """Points of the fixed-size box around ``s`` for each parameter value (an estimate of
-    one invocation's instances)."""
-    box = poly.set_box_hull(s)
-    if box is None:
-        return 1
-    return prod(box.size)
-
-
-def _expr_ops(e: IExpr | None) -> int:
-    match e:
-        case IBin(_, lhs, rhs):
-            return 1 + _expr_ops(lhs) + _expr_ops(rhs)
-        case INeg(operand):
-            return 1 + _expr_ops(operand)
-        case ISel(_, then, orelse):
-            return 2 + max(_expr_ops(then), _expr_ops(orelse))
-    return 0
+    """Predicted cycles of a task's work per invocation: its SIMD instructions, or scalar
+    loops over ``count`` arrivals' instances."""
+    assert task.statement is not None and task.instances is not None
+    stmt = tg.model.statement(task.statement).stmt
+    if d.used and d.sizes is not None:
+        return simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype)
+    return scalar_cycles(stmt, task.instances, task.trigger, count=count)

@@ -9,13 +9,15 @@ from math import prod
 
 from codegen.batching import ArrivalPlan, plan_arrivals
 from codegen.colors import colors_used, share_colors
+from codegen.cost import box_volume, scalar_cycles, simd_cycles, simd_setup
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
 from codegen.simd import Extension, SimdDecision, decide, no_simd
 from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
 from lair.frontend import Program
-from mapping.flows import FABRIC_COLORS, out_of_colors
+from mapping import poly
+from mapping.flows import FABRIC_COLORS, Task, out_of_colors
 from mapping.memory import Memory, allocate, check_fits
 from mapping.tasks import TaskGraph, build_task_graph
 from mapping.validate import Mapping
@@ -69,9 +71,9 @@ def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
                 continue
             flow = tg.flow_of(task)
             context = flow.arrival_context() if flow else tg.compute.context()
-            decisions[task.name] = decide(tg.model.statement(task.statement), task.instances,
-                                          task.trigger, memory, context,
-                                          box_hull=task.name not in banned)
+            d = decide(tg.model.statement(task.statement), task.instances, task.trigger,
+                       memory, context, box_hull=task.name not in banned)
+            decisions[task.name] = _cheaper(tg, task, d)
         for name, d in decisions.items():
             for ext in d.extensions:
                 growth[name] = growth.get(name, 0) + prod(ext.size)
@@ -80,6 +82,26 @@ def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
             return decisions, memory, growth
         memory = grown
     raise CompilerBug("growing local arrays for extra instances did not settle")
+
+
+def _cheaper(tg: TaskGraph, task: Task, d: SimdDecision) -> SimdDecision:
+    """The SIMD decision, or scalar loops where they are predicted faster on a PE (its
+    configuration included): SIMD is never chosen to be slower than scalar code."""
+    if not d.used:
+        return d
+    assert task.statement is not None and task.instances is not None
+    stmt = tg.model.statement(task.statement).stmt
+    flow = tg.flow_of(task)
+    runs = box_volume(poly.bind_pe(flow.arrivals())) if flow is not None else 1
+    simd = runs * simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype) + \
+        simd_setup(d)
+    scalar = runs * scalar_cycles(stmt, task.instances, task.trigger)
+    predicted = (("simd", simd), ("scalar", scalar))
+    if simd <= scalar:
+        return replace(d, predicted=predicted)
+    return replace(no_simd(f"scalar loops are predicted faster ({scalar} cycles per PE "
+                           f"against {simd} with SIMD: {d.reason})"), case=d.case, op=d.op,
+                   predicted=predicted)
 
 
 def _grow(memory: Memory, extensions: list[Extension]) -> Memory:

@@ -90,6 +90,8 @@ class SimdDecision:
     extensions: tuple[Extension, ...] = ()
     # Further operations over the same domain (a statement split into operations).
     more: tuple[tuple[str, Operand, tuple[Operand, ...], Value | None], ...] = ()
+    # predicted cycles per PE of the ways considered (codegen.cost), e.g. simd, scalar
+    predicted: tuple[tuple[str, int], ...] = ()
 
     @property
     def configs(self) -> int:
@@ -112,6 +114,7 @@ class SimdDecision:
             "outer_loops": list(self.outer_names) or None,
             "extensions": [{"tensor": e.tensor, "size": list(e.size), "shift": list(e.shift)}
                            for e in self.extensions] or None,
+            "predicted_cycles": dict(self.predicted) or None,
         }
 
 

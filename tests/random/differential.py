@@ -150,7 +150,9 @@ def run_once(lair: Path, mapping: Path, *, simd: bool, seed: int = SEED,
     start = time.perf_counter()
     try:
         with time_limit(timeout):
-            compiled = compile_file(lair, str(mapping), simd=simd)
+            # batches wherever possible: the cost model's choice aside, every batch the
+            # compiler can make is tried
+            compiled = compile_file(lair, str(mapping), simd=simd, arrival="always")
     except Timeout:
         return Run("timeout", "compile", f"compilation took more than {timeout} s",
                    time.perf_counter() - start)

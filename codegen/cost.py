@@ -1,0 +1,108 @@
+"""Predicted cycles of a task's work, with the fabric's default costs (docs/pecode.md).
+
+The compiler uses these estimates to choose between ways of running the same work: a
+SIMD instruction or scalar loops for a compute task, one task per arriving wavelet or
+batches of them. They count what the simulator charges (dispatch, start-up, operations
+over the SIMD width, base and variant arithmetic, loop overhead, loads and stores) per
+invocation, over the box around one invocation's instances; they are estimates for
+choosing, not promises (the tests pin simulated cycles, not predictions).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import islpy as isl
+
+from codegen.peir import IBin, IExpr, INeg, ISel
+from codegen.simd import SimdDecision
+from lair.graph import Binary, Const, Read, Stmt, Unary, Value
+from mapping import poly
+from pesim.fabric import FabricConfig
+
+COSTS = FabricConfig()
+
+
+def dispatch() -> int:
+    return COSTS.task_dispatch
+
+
+def simd_cycles(d: SimdDecision, dtype: str) -> int:
+    """One invocation of a SIMD decision: every operation's start-up, element operations
+    over the width, base and variant arithmetic; times its scalar outer loops."""
+    assert d.used and d.sizes is not None
+    width = COSTS.simd_width(dtype)
+    ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
+    steps = 1 + len(d.more)
+    base_ops = sum(expr_ops(o.base) for o in (d.dst, *d.srcs) if o is not None and o.base)
+    select = COSTS.simd_variant_select + expr_ops(d.variant) if d.variant is not None else 0
+    per_run = COSTS.simd_startup + -(-ops // width) + base_ops + select
+    if d.outer is None:
+        return steps * per_run
+    outer = box_volume(d.outer)
+    return outer * (steps * per_run + COSTS.for_iteration) + COSTS.for_setup
+
+
+def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
+                  count: int = 1) -> int:
+    """One invocation of scalar loops over ``instances`` (``count`` times as many):
+    per instance a loop iteration, the loads with their address arithmetic, the
+    operations and the store; per innermost loop its set-up."""
+    volume = box_volume(instances) * count
+    store = 1 if stmt.op == "=" else 3
+    body = store + _address(len(stmt.target.index)) + _value_ops(stmt.value, stmt, trigger)
+    inner = _innermost_extent(instances)
+    loops = max(1, volume // max(1, inner))
+    return volume * (COSTS.for_iteration + body) + loops * COSTS.for_setup
+
+
+def simd_setup(d: SimdDecision) -> int:
+    """Configuring a decision's SIMD instructions, once per run in ``main``."""
+    return COSTS.simd_config * d.configs
+
+
+def box_volume(s: isl.Set) -> int:
+    """Points of the fixed-size box around ``s`` for each parameter value (one
+    invocation's instances when the parameters are the PE and the arrival)."""
+    box = poly.set_box_hull(s)
+    return max(1, prod(box.size)) if box is not None else 1
+
+
+def expr_ops(e: IExpr | None) -> int:
+    """Operations the simulator charges for an integer expression."""
+    match e:
+        case IBin(_, lhs, rhs):
+            return 1 + expr_ops(lhs) + expr_ops(rhs)
+        case INeg(operand):
+            return 1 + expr_ops(operand)
+        case ISel(_, then, orelse):
+            return 2 + max(expr_ops(then), expr_ops(orelse))
+    return 0
+
+
+def _innermost_extent(s: isl.Set) -> int:
+    box = poly.set_box_hull(s)
+    if box is None or not box.size:
+        return 1
+    return max(1, box.size[-1])
+
+
+def _address(dims: int) -> int:
+    """A load's extra cycles per dimension beyond the first, and about two operations
+    per index (iterator times stride, minus the array's offset)."""
+    return max(0, dims - 1) + 2 * dims
+
+
+def _value_ops(value: Value, stmt: Stmt, trigger: str | None) -> int:
+    match value:
+        case Read(tensor) if tensor == trigger:
+            return 0
+        case Read(tensor):
+            return 1 + _address(len(stmt.access(tensor).index))
+        case Const():
+            return 0
+        case Unary(_, operand):
+            return 1 + _value_ops(operand, stmt, trigger)
+        case Binary(_, lhs, rhs):
+            return 1 + _value_ops(lhs, stmt, trigger) + _value_ops(rhs, stmt, trigger)
+    return 1
