@@ -37,6 +37,9 @@ ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
 COUNT = "count"
 MAX_BATCH = 64
+# The share of a sparse stream's elements assumed nonzero when batches (which compute
+# with the zeros) are weighed against per-wavelet tasks (which skip them).
+SPARSE_DENSITY = 0.75
 
 
 @dataclass(frozen=True)
@@ -122,14 +125,13 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     pw_cost = dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
         tasks, per_wavelet, strict=True)) if len(per_wavelet) == len(tasks) else None
     pw_cycles = None if pw_cost is None or length is None else length * max(1, pw_cost)
+    if pw_cycles is not None and flow.kind == "sparse":  # per-wavelet tasks skip zeros
+        pw_cycles = ceil(pw_cycles * SPARSE_DENSITY)
     result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)")]
     if not enabled:
         return tuple(result), None
     if flow.tensor in tg.buffered:
         result.append(Candidate(None, None, "no batches: the stream is also kept in memory"))
-        return tuple(result), None
-    if flow.wire_offset is not None:
-        result.append(Candidate(None, None, "no batches: adapters re-index the stream"))
         return tuple(result), None
     if window is None or length is None:
         result.append(Candidate(None, None, "no batches: the arrivals of a group do not "
@@ -226,8 +228,9 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
     """Batches of ``size``: each task's instances over the batch's window, one SIMD
     decision each (with the landing array standing for the stream), or why not."""
     first, last, _ = window
-    if flow.kind == "sparse":
-        context = poly.window_starts(flow.arrival_context(), size, poly.INDEX, COUNT)
+    if flow.kind == "sparse":  # windows aligned in the index the wavelets carry
+        shift = flow.wire_offset[-1] if flow.wire_offset is not None else None
+        context = poly.window_starts(flow.arrival_context(), size, poly.INDEX, COUNT, shift)
     else:
         context = poly.batch_starts(flow.arrival_context(), first, last, size, poly.INDEX,
                                     COUNT)

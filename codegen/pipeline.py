@@ -9,7 +9,7 @@ from math import prod
 
 from codegen.batching import ArrivalPlan, plan_arrivals
 from codegen.colors import colors_used, share_colors
-from codegen.cost import box_volume, scalar_cycles, simd_cycles, simd_setup
+from codegen.cost import COSTS, box_volume, scalar_cycles, simd_cycles, simd_setup
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
@@ -127,9 +127,9 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                         ) -> tuple[PeModule, dict[str, SimdDecision], ArrivalPlan]:
     """Emit the module within the SIMD configurations a PE has (§5.4): while a program
     needs more, give up SIMD where it helps least: first for the initial fills (run
-    once), then batches of arrivals (the smallest gain first), then SIMD for compute
-    tasks that run once, then for those with the most size variants, then for the
-    output tasks; each compute task records why."""
+    once), then batches of arrivals (the smallest predicted gain first), then SIMD for
+    compute tasks or for the output tasks, the least predicted saving per configuration
+    first; each compute task records why."""
     fill, output = True, True
     arrivals = arrivals or ArrivalPlan()
     while True:
@@ -145,29 +145,59 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         if arrivals.batches:
             arrivals = arrivals.without(min(arrivals.batches, key=arrivals.gain).flow)
             continue
-        once = {t.name for t in tg.tasks if t.kind == "compute" and t.trigger is None}
-        used = sorted(((task in once, d.configs, task) for task, d in decisions.items()
-                       if d.used), reverse=True)
-        if used:
-            # Give up as many as the excess needs at once: one emission per round, not one
-            # per task (a chain of 100 statements would emit 100 times).
-            excess = needed - max_configs
-            for _, configs, task in used:
-                d = decisions[task]
-                decisions = {**decisions, task: replace(
-                    d, used=False, reason=f"the PE would need {needed} SIMD configurations, "
-                    f"more than the {max_configs} it has; SIMD was possible: {d.reason}")}
-                excess -= configs
-                if excess <= 0:
-                    break
-            continue
+        # What each remaining use of SIMD saves per configuration, by the cost model: give
+        # up the least saving first, as many at once as the excess needs (one emission per
+        # round, not one per task: a chain of 100 statements would emit 100 times).
+        options: list[tuple[float, str, int]] = [
+            (_saving(d) / max(1, d.configs), task, d.configs)
+            for task, d in decisions.items() if d.used]
         if output:
-            output = False
-            continue
-        raise UnsupportedMappingError(
-            f"the compute PEs need {needed} SIMD configurations, more than the {max_configs} "
-            "a PE has, even with SIMD given up where it helps least; compile with --no-simd",
-            subject="placement")
+            configs, saving = _output_saving(module)
+            if configs:
+                options.append((saving / configs, "", configs))
+        if not options:
+            raise UnsupportedMappingError(
+                f"the compute PEs need {needed} SIMD configurations, more than the "
+                f"{max_configs} a PE has, even with SIMD given up where it helps least; "
+                "compile with --no-simd", subject="placement")
+        excess = needed - max_configs
+        for _, task, configs in sorted(options):
+            if not task:  # the output tasks: emit again first, they count per program
+                if excess == needed - max_configs:
+                    output = False
+                break
+            d = decisions[task]
+            decisions = {**decisions, task: replace(
+                d, used=False, reason=f"the PE would need {needed} SIMD configurations, "
+                f"more than the {max_configs} it has; SIMD was possible: {d.reason}")}
+            excess -= configs
+            if excess <= 0:
+                break
+
+
+def _saving(d: SimdDecision) -> float:
+    """Predicted cycles per PE SIMD saves over scalar loops (codegen.cost)."""
+    predicted = dict(d.predicted)
+    if "simd" not in predicted or "scalar" not in predicted:
+        return float("inf")
+    return max(0, predicted["scalar"] - predicted["simd"])
+
+
+def _output_saving(module: PeModule) -> tuple[int, float]:
+    """The configurations of the output and combining tasks (``out_``, ``combine_``) and
+    about what they save per PE: each tensor's largest instruction, against a scalar loop
+    that loads, receives, adds and sends per element."""
+    configs = 0
+    largest: dict[str, int] = {}
+    for p in module.programs:
+        for c in p.configs:
+            if not c.name.startswith(("out_", "combine_")):
+                continue
+            configs += len(c.variants)
+            tensor = c.name.split("_", 1)[1].rsplit("_", 1)[0]
+            largest[tensor] = max(largest.get(tensor, 0), max(prod(v) for v in c.variants))
+    per_element = COSTS.for_iteration + 4
+    return configs, float(sum(n * per_element for n in largest.values()))
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",

@@ -1031,14 +1031,18 @@ def batch_starts(arrivals: isl.Set, first: isl.PwAff, last: isl.PwAff, size: int
     return fits.intersect(widths).coalesce()
 
 
-def window_starts(arrivals: isl.Set, size: int, name: str, width: str) -> isl.Set:
-    """The windows of ``size`` indices aligned to multiples of ``size`` that hold at
-    least one of the values of ``name`` in ``arrivals`` (a parameter set), with
-    ``width = size``: the batches of a sparse stream, whose zeros are not sent."""
+def window_starts(arrivals: isl.Set, size: int, name: str, width: str,
+                  shift: isl.PwAff | None = None) -> isl.Set:
+    """The windows of ``size`` indices aligned to multiples of ``size`` (after
+    subtracting ``shift``, a function of the other parameters) that hold at least one of
+    the values of ``name`` in ``arrivals`` (a parameter set), with ``width = size``: the
+    batches of a sparse stream, whose zeros are not sent."""
     ctx = arrivals.get_ctx()
     windows = over_window(isl.Set.from_params(arrivals), name, width).params()
     start = param_pw_aff(windows, name)
     count = param_pw_aff(windows, width)
+    if shift is not None:
+        start = start.sub(shift.align_params(windows.get_space()).intersect_domain(windows))
     aligned = start.mod_val(_val(ctx, size))
     windows = windows.intersect(aligned.eq_set(aligned.sub(aligned)))
     return windows.intersect(count.eq_set(count.sub(count).add_constant_val(
