@@ -14,6 +14,7 @@ from typing import Literal
 import islpy as isl
 
 from codegen.batching import COUNT, ArrivalPlan, Batch
+from codegen.blocks import block_exchange
 from codegen.islast import (
     aff_expr,
     condition_of,
@@ -297,6 +298,7 @@ class _ComputeBuilder:
     arrivals: ArrivalPlan
     configs: list[SimdConfig] = field(default_factory=list)
     extra_tasks: list[Task] = field(default_factory=list)
+    extra_arrays: list[Array] = field(default_factory=list)
     ints: list[IntVar] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
 
@@ -335,7 +337,8 @@ class _ComputeBuilder:
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
         arrays = tuple(self._array(a) for a in self.memory.arrays) + tuple(
-            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches)
+            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches) + tuple(
+            self.extra_arrays)
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
                          tuple(tasks))
@@ -703,6 +706,16 @@ class _ComputeBuilder:
                 Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
                 Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
             ]
+        block = block_exchange(ex, local, self.region, name=t, got=got, position=pos) if (
+            self.simd_output) else None
+        if block is not None:
+            self.configs.extend(block.configs)
+            self.extra_arrays.append(block.land)
+            self._turns(ex, k, after, pos, length,
+                        (block.send, SendEnd(c), SetInt(sent, "=", IConst(1))),
+                        Task(f"share_{t}", "data", (block.receive,), c, False, block.size,
+                             block.land.name))
+            return
         shape = self.tg.model.graph.tensor(ex.tensor).shape
         strides = row_major(shape)
         offset = local.offset_aff()
@@ -739,16 +752,24 @@ class _ComputeBuilder:
             return [Send(c, Load(local.name, index), _simplify(flat))]
 
         sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
+        self._turns(ex, k, after, pos, length, sending, Task(f"share_{t}", "data", keep, c, True))
+
+    def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], pos: IExpr, length: int,
+               sending: Sequence[Stmt], share: Task) -> None:
+        """The tasks taking turns: a PE sends once all PEs before it in its line have sent
+        (it has received that many blocks); ``after`` runs once it has them all."""
+        t = _exchange_name(ex)
+        got, sent, c = f"got_{t}", f"sent_{t}", ex.color
         phase_k = Cmp("==", IVar("phase"), IConst(k))
         turn = (If(phase_k, (
             If(BoolOp("&&", Cmp("==", IVar(sent), IConst(0)), Cmp("==", IVar(got), pos)),
-               sending),
+               tuple(sending)),
             If(BoolOp("&&", Cmp("==", IVar(sent), IConst(1)),
                       Cmp("==", IVar(got), IConst(length - 1))),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
         self.extra_tasks += [
-            Task(f"share_{t}", "data", keep, c, True),
+            share,
             Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), Activate(f"turn_{t}")),
                  c),
             Task(f"turn_{t}", "local", turn),

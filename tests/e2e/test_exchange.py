@@ -63,3 +63,43 @@ def test_internal_tensor_shared_along_lines(tmp_path: Path, name: str, simd: boo
     assert compiled.tasks is not None and [e.tensor for e in compiled.tasks.exchanges] == ["T"]
     result = run_program(tmp_path / "mm.lair", simd=simd, seed=3)
     assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
+
+
+def _protocol(tmp_path: Path, name: str) -> set[str]:
+    """Which exchange protocol each compiled case uses: 'block' (one SIMD instruction
+    sends a PE's block, a batched task lands it) or 'pairs' (indexed scalar sends)."""
+    lair, mapping = CASES[name]
+    (tmp_path / "mm.lair").write_text(lair)
+    (tmp_path / "mm.map").write_text(mapping)
+    compiled = compile_file(tmp_path / "mm.lair")
+    assert compiled.module is not None
+    tasks = [t for p in compiled.module.programs for t in p.tasks
+             if t.name.startswith("share_")]
+    return {"block" if t.batch is not None else "pairs" for t in tasks}
+
+
+SHIFT_LAIR = """
+lair sh(): float32 A[8][10], float32 B[8][10] -> float32 S[8][8], float32 T[8][10]
+{
+  t: all (i, j) in (8, 10) T[i][j] = A[i][j] * B[i][j]
+  s: all (i, j) in (8, 8) S[i][j] = T[i][j + 2]
+}
+"""
+CASES["shift_5x2"] = (SHIFT_LAIR, """
+        rectangle { PE[5, 2] }
+        placement { t[i, j] -> PE[j//2, i//4]; s[i, j] -> PE[j//2, i//4] }
+        input A resident
+        input B resident
+        output S resident
+    """)
+
+
+@pytest.mark.parametrize("name, protocol", [
+    ("row_2x2", "block"), ("column_2x4", "block"), ("row_4x2_streamed", "block"),
+    # each PE keeps its neighbour's columns of T only: the other blocks do not fit
+    ("shift_5x2", "pairs")])
+def test_whole_blocks_are_exchanged_by_simd_instructions(tmp_path: Path, name: str,
+                                                         protocol: str) -> None:
+    assert _protocol(tmp_path, name) == {protocol}
+    result = run_program(tmp_path / "mm.lair", seed=5)
+    assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
