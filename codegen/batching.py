@@ -200,7 +200,9 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     pma.foreach_piece(lambda _s, ma: pieces.append(ma))
     inner = pieces[0].get_at(flow.index_dims - 1)
     inner = inner.gist(reaching.align_params(inner.get_domain_space()))
-    if inner.dim(isl.dim_type.div) > 0:
+    n_in = inner.dim(isl.dim_type.in_)
+    if any(inner.get_div(d).involves_dims(isl.dim_type.in_, 0, n_in)
+           for d in range(inner.dim(isl.dim_type.div))):
         return "the position of an element in its group is not affine on a PE"
     inner = poly.with_params(inner, [poly.INDEX])
     ls = isl.LocalSpace.from_space(inner.get_domain_space())

@@ -15,6 +15,7 @@ import islpy as isl
 
 from codegen.batching import COUNT, ArrivalPlan, Batch
 from codegen.blocks import block_exchange
+from codegen.hoist import hoist_invariants
 from codegen.islast import (
     aff_expr,
     condition_of,
@@ -96,6 +97,7 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     programs = _adapter_programs(tg)
     programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                                     simd and simd_output, arrivals or ArrivalPlan()).build())
+    programs = [hoist_invariants(p) for p in programs]
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 

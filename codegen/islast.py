@@ -441,6 +441,17 @@ def normalize(e: IExpr) -> IExpr:
     non-affine parts (``g % 8``, ``min(a, b)``) as atoms, so that substituted expressions
     read as a person would write them."""
     coeffs, constant = _terms(e)
+    return linear_sum(coeffs, constant)
+
+
+def linear_terms(e: IExpr) -> tuple[dict[IExpr, int], int]:
+    """``e`` as ``sum(coeff * atom) + constant`` (atoms: variables and normalized
+    non-affine subexpressions)."""
+    return _terms(e)
+
+
+def linear_sum(coeffs: dict[IExpr, int], constant: int) -> IExpr:
+    """``sum(coeff * atom) + constant`` as an expression."""
     result: IExpr | None = None
     for atom, coeff in coeffs.items():
         if coeff == 0:

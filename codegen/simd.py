@@ -580,8 +580,9 @@ def linear_access(access: isl.Map, to_local: isl.MultiAff, shape: tuple[int, ...
     pma.foreach_piece(lambda _set, ma: pieces.append(ma))
     flat = flatten(pieces[0], shape)
     n = flat.dim(isl.dim_type.in_)
-    if flat.dim(isl.dim_type.div) > 0:
-        return "is quasi-affine (involves integer division)"
+    if any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+           for d in range(flat.dim(isl.dim_type.div))):
+        return "is quasi-affine (involves integer division)"  # (of the parameters only: fine)
     strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
                     for k in range(n))
     base = isl.PwAff.from_aff(flat).pullback_multi_pw_aff(

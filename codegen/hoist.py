@@ -1,0 +1,182 @@
+"""Per-group invariants out of data tasks: computed once per group, not per wavelet.
+
+A data task's base offsets and guards are quasi-affine in the PE coordinates, the
+group counter of its stream and the arriving index. The parts that do not depend on
+the arrival (``32 * (g_x // 8) + 3 * (g_x % 8) + 2 * PE_X + ...``) are the same for
+every wavelet of a group; isl prints them whole, and a wavelet of the degenerate 2-D
+convolution paid 25 cycles of such arithmetic for 2 multiply-adds. This pass gives each
+such part (two operations or more) an ``int``, assigned at the end of ``main`` and of
+the control task that advances the group, and reads the ``int`` in the data task.
+
+A part is invariant when it reads only ``PE_X``, ``PE_Y`` and ``int``s that nothing
+but ``main`` and the color's control task assigns; sums are split into the invariant
+terms and the others (``4 * index + h_0_1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from codegen.islast import linear_sum, linear_terms, normalize
+from codegen.peir import (
+    BoolOp,
+    Cmp,
+    Cond,
+    FBin,
+    FExpr,
+    FNeg,
+    For,
+    IBin,
+    IConst,
+    IExpr,
+    If,
+    INeg,
+    IntVar,
+    ISel,
+    IVar,
+    Load,
+    Not,
+    PeProgram,
+    Run,
+    Send,
+    SetInt,
+    Stmt,
+    Store,
+    Task,
+)
+from pesim.expr import cond_names, cond_ops, iexpr_names, iexpr_ops
+
+MIN_OPS = 2  # cheaper parts are left in place: an int read costs nothing, its update 1
+
+
+def hoist_invariants(program: PeProgram) -> PeProgram:
+    """The program with the group-invariant parts of its data tasks precomputed."""
+    assigned_in: dict[str, set[str]] = {}
+    for task in program.tasks:
+        for name in _assigned(task.body):
+            assigned_in.setdefault(name, set()).add(task.name)
+    ints = {v.name for v in program.ints}
+    main = next((t for t in program.tasks if t.kind == "main"), None)
+    tasks = list(program.tasks)
+    new_ints: list[IntVar] = []
+    at_main: list[Stmt] = []
+    for k, task in enumerate(tasks):
+        if task.kind != "data":
+            continue
+        control = next((t for t in tasks if t.kind == "control" and t.color == task.color),
+                       None)
+        owners = {main.name if main else "", control.name if control else ""}
+        fixed = {"PE_X", "PE_Y"} | {v for v in ints if assigned_in.get(v, set()) <= owners}
+        hoister = _Hoister(f"h{task.color}_", fixed)
+        body = hoister.block(task.body)
+        if not hoister.found:
+            continue
+        tasks[k] = replace(task, body=body)
+        sets = [SetInt(name, "=", e) for e, name in hoister.found.items()]
+        new_ints.extend(IntVar(name) for name in hoister.found.values())
+        at_main.extend(sets)
+        if control is not None:
+            c = tasks.index(control)
+            tasks[c] = replace(control, body=(*control.body, *sets))
+    if not new_ints:
+        return program
+    if main is None:
+        tasks.insert(0, Task("main", "main", tuple(at_main)))
+    else:
+        m = next(i for i, t in enumerate(tasks) if t.kind == "main")
+        tasks[m] = replace(tasks[m], body=(*tasks[m].body, *at_main))
+    return replace(program, ints=(*program.ints, *new_ints), tasks=tuple(tasks))
+
+
+class _Hoister:
+    def __init__(self, prefix: str, fixed: set[str]):
+        self.prefix, self.fixed = prefix, fixed
+        self.found: dict[IExpr, str] = {}
+
+    def name(self, e: IExpr) -> IExpr:
+        if e not in self.found:
+            self.found[e] = f"{self.prefix}{len(self.found)}"
+        return IVar(self.found[e])
+
+    def invariant(self, e: IExpr) -> bool:
+        return set(iexpr_names(e)) <= self.fixed
+
+    def iexpr(self, e: IExpr) -> IExpr:
+        if isinstance(e, IConst | IVar):
+            return e
+        if self.invariant(e):
+            return self.name(normalize(e)) if iexpr_ops(e) >= MIN_OPS else e
+        coeffs, constant = linear_terms(e)
+        fixed = {a: c for a, c in coeffs.items() if self.invariant(a)}
+        if len(coeffs) > 1 and fixed and iexpr_ops(linear_sum(fixed, constant)) >= MIN_OPS:
+            rest = {a: c for a, c in coeffs.items() if a not in fixed}
+            rest[self.name(linear_sum(fixed, constant))] = 1
+            return linear_sum({self.iexpr(a): c for a, c in rest.items()}, 0)
+        match e:
+            case IBin(op, lhs, rhs):
+                return IBin(op, self.iexpr(lhs), self.iexpr(rhs))
+            case INeg(operand):
+                return INeg(self.iexpr(operand))
+            case ISel(test, then, orelse):
+                return ISel(self.cond(test), self.iexpr(then), self.iexpr(orelse))
+        return e
+
+    def cond(self, c: Cond) -> Cond:
+        if set(cond_names(c)) <= self.fixed and cond_ops(c) >= MIN_OPS:
+            flag = self.name(ISel(c, IConst(1), IConst(0)))
+            return Cmp("!=", flag, IConst(0))
+        match c:
+            case Cmp(op, lhs, rhs):
+                return Cmp(op, self.iexpr(lhs), self.iexpr(rhs))
+            case BoolOp(op, lhs, rhs):
+                return BoolOp(op, self.cond(lhs), self.cond(rhs))
+            case Not(operand):
+                return Not(self.cond(operand))
+        return c
+
+    def fexpr(self, e: FExpr) -> FExpr:
+        match e:
+            case Load(array, index):
+                return Load(array, tuple(self.iexpr(i) for i in index))
+            case FBin(op, lhs, rhs):
+                return FBin(op, self.fexpr(lhs), self.fexpr(rhs))
+            case FNeg(operand):
+                return FNeg(self.fexpr(operand))
+        return e
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        return tuple(self.stmt(s) for s in body)
+
+    def stmt(self, s: Stmt) -> Stmt:
+        match s:
+            case Run(config, bases, scalar, variant):
+                return Run(config, tuple((a, self.iexpr(b)) for a, b in bases),
+                           None if scalar is None else self.fexpr(scalar),
+                           None if variant is None else self.iexpr(variant))
+            case If(cond, then, orelse):
+                return If(self.cond(cond), self.block(then), self.block(orelse))
+            case For(var, lo, hi, body):
+                return For(var, self.iexpr(lo), self.iexpr(hi), self.block(body))
+            case Store(target, op, value):
+                target_ = self.fexpr(target)
+                assert isinstance(target_, Load)
+                return Store(target_, op, self.fexpr(value))
+            case SetInt(name, op, value):
+                return SetInt(name, op, self.iexpr(value))
+            case Send(color, value, index):
+                return Send(color, self.fexpr(value), None if index is None else self.iexpr(
+                    index))
+        return s
+
+
+def _assigned(body: tuple[Stmt, ...]) -> set[str]:
+    names: set[str] = set()
+    for s in body:
+        match s:
+            case SetInt(name, _, _):
+                names.add(name)
+            case If(_, then, orelse):
+                names |= _assigned(then) | _assigned(orelse)
+            case For(_, _, _, inner):
+                names |= _assigned(inner)
+    return names

@@ -1,0 +1,61 @@
+"""Per-group invariants are computed once per group, with the same results."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from codegen.hoist import hoist_invariants
+from codegen.peprint import module as print_module
+from codegen.peprint import task as print_task
+from pesim.parser import parse_module_text
+from pesim.sim import TensorInfo, simulate
+
+TEXT = """
+module hoisted
+mesh PE[2, 1]
+input A dense color 0 { A[i = 0:3, j = 0:5] -> [PE[j//3, -1] -> index[i, j mod 3]] }
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  array float32 a[4][6] store B { B[i, j] : 0 <= i <= 3 and 3 * PE_X <= j <= 3 * PE_X + 2 };
+  int g = 0;
+  int n = 0;
+  route 0: N -> RAMP;
+  task got data color 0 {
+    if ((g % 4) * 2 + PE_X * 0 >= 0 && g // 1 < 4) {
+      a[(g * 3 + 2 * PE_X) // 3 - 2 * PE_X // 3][3 * PE_X + n] = value;
+    }
+    n += 1;
+  }
+  task next control color 0 {
+    g += 1;
+    n = 0;
+  }
+}
+"""
+
+
+def test_invariant_parts_move_to_main_and_the_control_task() -> None:
+    module, _ = parse_module_text(TEXT, "<test>")
+    program = module.programs[0]
+    hoisted = hoist_invariants(program)
+    text = print_module(dataclasses.replace(module, programs=(hoisted,)))
+    data = next(t for t in hoisted.tasks if t.kind == "data")
+    control = next(t for t in hoisted.tasks if t.kind == "control")
+    main = next(t for t in hoisted.tasks if t.kind == "main")
+    new = {v.name for v in hoisted.ints} - {v.name for v in program.ints}
+    assert new and "//" not in "\n".join(print_task(data))
+    assigned = {s.name for s in control.body if hasattr(s, "name")}
+    assert new <= assigned and new <= {s.name for s in main.body}
+    parse_module_text(text, "<hoisted>")  # still valid PE code
+
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    results = []
+    for p in (program, hoisted):
+        m = dataclasses.replace(module, programs=(p,))
+        results.append(simulate(m, {"A": a}, {"B": TensorInfo((4, 6), "float32")}))
+    assert np.array_equal(results[0].outputs["B"], a)
+    assert np.array_equal(results[1].outputs["B"], a)
+    busy = [sum(pe.busy for pe in r.pes.values()) for r in results]
+    assert busy[1] < busy[0]
