@@ -9,8 +9,9 @@ such part (two operations or more) an ``int``, assigned at the end of ``main`` a
 the control task that advances the group, and reads the ``int`` in the data task.
 
 A part is invariant when it reads only ``PE_X``, ``PE_Y`` and ``int``s that nothing
-but ``main`` and the color's control task assigns; sums are split into the invariant
-terms and the others (``4 * index + h_0_1``).
+but ``main`` and the color's control task assigns (a part that reads no group counter
+is computed in ``main`` only); sums are split into the invariant terms and the others
+(``4 * index + h0_1``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
                        None)
         owners = {main.name if main else "", control.name if control else ""}
         fixed = {"PE_X", "PE_Y"} | {v for v in ints if assigned_in.get(v, set()) <= owners}
+        # (what only main assigns, or nothing, needs computing once)
+        constant = {"PE_X", "PE_Y"} | {v for v in ints if assigned_in.get(v, set()) <= {
+            main.name if main else ""}}
         hoister = _Hoister(f"h{task.color}_", fixed)
         body = hoister.block(task.body)
         if not hoister.found:
@@ -75,9 +79,10 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
         sets = [SetInt(name, "=", e) for e, name in hoister.found.items()]
         new_ints.extend(IntVar(name) for name in hoister.found.values())
         at_main.extend(sets)
-        if control is not None:
+        per_group = [s for s in sets if not set(iexpr_names(s.value)) <= constant]
+        if control is not None and per_group:
             c = tasks.index(control)
-            tasks[c] = replace(control, body=(*control.body, *sets))
+            tasks[c] = replace(control, body=(*control.body, *per_group))
     if not new_ints:
         return program
     if main is None:
