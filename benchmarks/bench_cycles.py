@@ -64,8 +64,8 @@ def row(program: Path, mapping: Path | None = None, params: dict[str, int] | Non
     bound = fast.bound
     return [
         label,
-        str(fast.result.cycles),
-        f"{per_wavelet.result.cycles}" + (" (batched)" if batched else ""),
+        str(fast.result.cycles) + (" (batched)" if batched else ""),
+        str(per_wavelet.result.cycles),
         str(slow.result.cycles),
         f"{slow.result.cycles / fast.result.cycles:.2f}x",
         ", ".join(cases) or "none",

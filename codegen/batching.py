@@ -22,13 +22,13 @@ predicted cheaper, and ``arrival="per-wavelet"`` keeps the paper's code exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from math import ceil
+from math import ceil, prod
 
 import islpy as isl
 
-from codegen.cost import COSTS, dispatch, scalar_cycles, simd_cycles
-from codegen.peir import ELEMENT_BYTES
-from codegen.simd import SimdDecision, decide
+from codegen.cost import COSTS, dispatch, expr_ops, scalar_cycles, simd_cycles
+from codegen.peir import ELEMENT_BYTES, MAX_SIMD_DIMS, IExpr
+from codegen.simd import SimdDecision, decide, linear_access
 from mapping import poly
 from mapping.flows import InputFlow, Task, TaskGraph
 from mapping.memory import LocalTensor, Memory
@@ -40,6 +40,7 @@ MAX_BATCH = 64
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
 SPARSE_DENSITY = 0.75
+KEEP_PER_WAVELET = 2  # storing an arriving element where it is kept (store, address)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,24 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class KeepCopy:
+    """A batch's elements that the PE keeps (for statements that read the whole tensor),
+    copied from the landing array into the tensor's local array by one SIMD instruction
+    over their box: where ``elements`` (parameters: the PE, the batch) is not empty."""
+
+    sizes: tuple[int, ...]
+    elements: isl.Set
+    dst_strides: tuple[int, ...]
+    dst_base: IExpr
+    src_strides: tuple[int, ...]
+    src_base: IExpr
+
+    def cycles(self, dtype: str) -> int:
+        return COSTS.simd_startup + ceil(prod(self.sizes) / COSTS.simd_width(dtype)) + \
+            expr_ops(self.dst_base) + expr_ops(self.src_base)
+
+
+@dataclass(frozen=True)
 class Batch:
     """The chosen batching of one dense input flow."""
 
@@ -66,6 +85,7 @@ class Batch:
     tasks: tuple[Task, ...]  # the flow's compute tasks with their per-batch instances
     decisions: tuple[tuple[str, SimdDecision], ...]
     gain: int = 0  # predicted cycles saved over per-wavelet tasks
+    keep: KeepCopy | None = None  # a stream also kept in memory: the batch's copy
 
     def decision(self, task: str) -> SimdDecision:
         return dict(self.decisions)[task]
@@ -106,7 +126,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
     candidates: list[tuple[str, tuple[Candidate, ...]]] = []
     for flow in tg.inputs:
         tasks = tuple(t for t in tg.tasks if t.kind == "compute" and t.flow == flow.name)
-        if not tasks:
+        if not tasks and flow.tensor not in tg.buffered:
             continue
         cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
                                   arrival != "per-wavelet", force=arrival == ALWAYS)
@@ -124,14 +144,17 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     length = window[2] if window is not None else None
     pw_cost = dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
         tasks, per_wavelet, strict=True)) if len(per_wavelet) == len(tasks) else None
+    if pw_cost is not None and flow.tensor in tg.buffered:
+        pw_cost += KEEP_PER_WAVELET
     pw_cycles = None if pw_cost is None or length is None else length * max(1, pw_cost)
     if pw_cycles is not None and flow.kind == "sparse":  # per-wavelet tasks skip zeros
         pw_cycles = ceil(pw_cycles * SPARSE_DENSITY)
     result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)")]
     if not enabled:
         return tuple(result), None
-    if flow.tensor in tg.buffered:
-        result.append(Candidate(None, None, "no batches: the stream is also kept in memory"))
+    kept = memory.of(flow.tensor) if flow.tensor in tg.buffered else None
+    if flow.tensor in tg.buffered and kept is None:
+        result.append(Candidate(None, None, "no batches: the kept stream has no array"))
         return tuple(result), None
     if window is None or length is None:
         result.append(Candidate(None, None, "no batches: the arrivals of a group do not "
@@ -151,6 +174,8 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
             continue
         cost = [dispatch() + 1 + sum(_run_cost(made.decision(t.name), tg, t, count=size)
                                       for t in made.tasks)]
+        if made.keep is not None:
+            cost[0] += made.keep.cycles(land_local.dtype)
         batches = ceil(length / size)
         if flow.kind == "sparse":  # windows need not align with the group; clearing
             batches += 1
@@ -254,7 +279,45 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
                     "not tried")
         batched.append(replace(task, instances=instances, trigger=None))
         decisions.append((task.name, d))
-    return Batch(flow.name, size, land, context, tuple(batched), tuple(decisions))
+    keep: KeepCopy | None = None
+    kept = memory.of(flow.tensor) if flow.tensor in tg.buffered else None
+    if kept is not None:
+        copy = _keep_copy(flow, kept, land, context)
+        if isinstance(copy, str):
+            return f"batches of {size}: {copy}"
+        keep = copy
+    return Batch(flow.name, size, land, context, tuple(batched), tuple(decisions), keep=keep)
+
+
+def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: isl.Set
+               ) -> KeepCopy | str:
+    """The copy of a batch's kept elements into ``kept``'s array: the elements arriving
+    at the PE in the batch's window that the PE needs, as one box."""
+    reaching = poly.bind_pe(flow.reaching().reverse())
+    order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
+    at_index = order.bind_range(poly.multi_id(order.get_space().range(),
+                                              poly.index_names(flow.index_dims)))
+    needed = poly.bind_pe(kept.array.per_pe)
+    at_index, needed = poly.align_params(at_index, needed)
+    elements = poly.over_window(at_index.intersect(needed), poly.INDEX, COUNT)
+    elements, ctx = poly.align_params(elements, context)
+    elements = elements.intersect_params(ctx).coalesce()
+    varying = (*poly.index_params(elements), COUNT)
+    rect = poly.rectangularity(elements, index=varying)
+    if not rect.dense or not rect.fixed or rect.constant_size is None:
+        return "the kept elements of a batch are not a box of one size"
+    if not 0 < len(rect.constant_size) <= MAX_SIMD_DIMS:
+        return "the kept elements of a batch have too many dimensions for SIMD"
+    identity = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
+    operands = []
+    for local in (kept, land):
+        linear = linear_access(identity, local.to_local_bound, local.size, rect.minimum, ctx)
+        if isinstance(linear, str):
+            return f"the kept elements' position in '{local.name}' {linear}"
+        operands.append(linear)
+    (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
+    return KeepCopy(rect.constant_size, elements, dst_strides, dst_base, src_strides,
+                    src_base)
 
 
 def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1) -> int:

@@ -526,7 +526,9 @@ class _ComputeBuilder:
         when the PE has seen all the end marks it waits for."""
         body: list[Stmt] = []
         batch = self.arrivals.of(flow.name) if self.simd else None
-        if flow.tensor in self.tg.buffered:
+        if batch is not None and batch.keep is not None:
+            body.extend(self._batched_keep(batch, flow))
+        elif flow.tensor in self.tg.buffered:
             body.extend(self._keep(flow))
         for t in self.tg.tasks:
             if t.kind == "compute" and t.flow == flow.name:
@@ -570,6 +572,18 @@ class _ComputeBuilder:
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
                      batch.size if batch else None, batch.land.name if batch else None),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
+
+    def _batched_keep(self, batch: Batch, flow: InputFlow) -> list[Stmt]:
+        """Copy the batch's kept elements from the landing array into place."""
+        keep = batch.keep
+        local = self.memory.of(flow.tensor)
+        assert keep is not None and local is not None
+        name = f"keep_{flow.name}"
+        self.configs.append(SimdConfig(
+            name, "copy", (keep.sizes,), SimdOperand("array", local.name, keep.dst_strides),
+            (SimdOperand("array", batch.land.name, keep.src_strides),)))
+        run = Run(name, ((local.name, keep.dst_base), (batch.land.name, keep.src_base)))
+        return list(_guarded(condition_of(keep.elements.params(), batch.context), [run]))
 
     def _keep(self, flow: InputFlow) -> list[Stmt]:
         """Store the arriving element in the local array, where this PE needs it."""

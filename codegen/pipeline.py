@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import prod
 
-from codegen.batching import ArrivalPlan, plan_arrivals
+from codegen.batching import ArrivalPlan, Batch, plan_arrivals
 from codegen.colors import colors_used, share_colors
 from codegen.cost import COSTS, box_volume, scalar_cycles, simd_cycles, simd_setup
 from codegen.dataflow import check_data_flow
@@ -126,10 +126,9 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                         arrivals: ArrivalPlan | None = None
                         ) -> tuple[PeModule, dict[str, SimdDecision], ArrivalPlan]:
     """Emit the module within the SIMD configurations a PE has (§5.4): while a program
-    needs more, give up SIMD where it helps least: first for the initial fills (run
-    once), then batches of arrivals (the smallest predicted gain first), then SIMD for
-    compute tasks or for the output tasks, the least predicted saving per configuration
-    first; each compute task records why."""
+    needs more, give up SIMD where it helps least, by the cost model: the initial
+    fills, batches of arrivals, SIMD for compute tasks or for the output tasks, the
+    least predicted saving per configuration first; each compute task records why."""
     fill, output = True, True
     arrivals = arrivals or ArrivalPlan()
     while True:
@@ -139,12 +138,6 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                      default=0)
         if needed <= max_configs:
             return module, decisions, arrivals
-        if fill:
-            fill = False
-            continue
-        if arrivals.batches:
-            arrivals = arrivals.without(min(arrivals.batches, key=arrivals.gain).flow)
-            continue
         # What each remaining use of SIMD saves per configuration, by the cost model: give
         # up the least saving first, as many at once as the excess needs (one emission per
         # round, not one per task: a chain of 100 statements would emit 100 times).
@@ -155,6 +148,15 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             configs, saving = _output_saving(module)
             if configs:
                 options.append((saving / configs, "", configs))
+        if fill:
+            configs, saving = _fill_saving(module)
+            if configs:
+                options.append((saving / configs, "fill:", configs))
+        for batch in arrivals.batches:
+            extra = _batch_configs(batch) - sum(
+                decisions[t.name].configs for t in batch.tasks if t.name in decisions)
+            if extra > 0:
+                options.append((batch.gain / extra, f"batch:{batch.flow}", extra))
         if not options:
             raise UnsupportedMappingError(
                 f"the compute PEs need {needed} SIMD configurations, more than the "
@@ -162,9 +164,14 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                 "compile with --no-simd", subject="placement")
         excess = needed - max_configs
         for _, task, configs in sorted(options):
-            if not task:  # the output tasks: emit again first, they count per program
+            if not task or task.endswith(":") or task.startswith("batch:"):  # emit again
                 if excess == needed - max_configs:
-                    output = False
+                    if task.startswith("batch:"):
+                        arrivals = arrivals.without(task.removeprefix("batch:"))
+                    elif task == "fill:":
+                        fill = False
+                    else:
+                        output = False
                 break
             d = decisions[task]
             decisions = {**decisions, task: replace(
@@ -173,6 +180,28 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             excess -= configs
             if excess <= 0:
                 break
+
+
+def _fill_saving(module: PeModule) -> tuple[int, float]:
+    """The configurations of the initial fills (``fill_``) and what they save per PE
+    over a loop storing each element."""
+    configs, saving = 0, 0.0
+    for p in module.programs:
+        dtypes = {a.name: a.dtype for a in p.arrays}
+        for c in p.configs:
+            if not c.name.startswith("fill_"):
+                continue
+            n = max(prod(v) for v in c.variants)
+            width = COSTS.simd_width(dtypes.get(c.dst.array or "", "float32"))
+            configs += len(c.variants)
+            saving += n * (COSTS.for_iteration + COSTS.scalar_op) - (
+                COSTS.simd_startup + -(-n // width) + COSTS.simd_config)
+    return configs, max(0.0, saving)
+
+
+def _batch_configs(batch: Batch) -> int:
+    """SIMD configurations a batched flow sets up."""
+    return sum(d.configs for _, d in batch.decisions) + (batch.keep is not None)
 
 
 def _saving(d: SimdDecision) -> float:
@@ -184,20 +213,31 @@ def _saving(d: SimdDecision) -> float:
 
 
 def _output_saving(module: PeModule) -> tuple[int, float]:
-    """The configurations of the output and combining tasks (``out_``, ``combine_``) and
-    about what they save per PE: each tensor's largest instruction, against a scalar loop
-    that loads, receives, adds and sends per element."""
+    """The configurations of the output, combining and block-exchange tasks (``out_``,
+    ``combine_``) and about what they save per PE: each tensor's largest instruction,
+    against a scalar loop that loads, receives, adds and sends per element; a block
+    exchange against indexed sends (a loop) and receives (a task) per element. Outputs
+    and chains run after the compute, on the run's critical path (a chain's PEs wait on
+    each other), where a fill runs while inputs arrive: their saving counts twice."""
     configs = 0
     largest: dict[str, int] = {}
+    blocks = 0.0
+    per_element = 2 * (COSTS.for_iteration + 4)
     for p in module.programs:
         for c in p.configs:
             if not c.name.startswith(("out_", "combine_")):
                 continue
             configs += len(c.variants)
+            n = max(prod(v) for v in c.variants)
+            if c.name.endswith("_send"):
+                blocks += n * (per_element + 2)
+                continue
+            if c.name.endswith("_recv"):
+                blocks += n * (COSTS.task_dispatch + per_element + 10)
+                continue
             tensor = c.name.split("_", 1)[1].rsplit("_", 1)[0]
-            largest[tensor] = max(largest.get(tensor, 0), max(prod(v) for v in c.variants))
-    per_element = COSTS.for_iteration + 4
-    return configs, float(sum(n * per_element for n in largest.values()))
+            largest[tensor] = max(largest.get(tensor, 0), n)
+    return configs, blocks + float(sum(n * per_element for n in largest.values()))
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
