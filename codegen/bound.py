@@ -1,6 +1,6 @@
 """The mapping's lower bound on cycles, from the program and the mapping alone.
 
-Three terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
+Four terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
 mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
@@ -8,7 +8,9 @@ mapping can beat on the fabric it is simulated on:
 - **injection**: on the busiest external PE, the wavelets its stream sends or receives,
   one per cycle through its port;
 - **latency**: the longest way any element travels, in hops, between its external PE
-  and a PE that reads (or writes) it.
+  and a PE that reads (or writes) it;
+- **path**: on any PE, the hops before its first streamed input can arrive, plus its
+  compute, plus the hops its last result still travels to a streamed output's sink.
 
 The bound is the largest term; reports give ``cycles / bound`` and the term that
 dominates, so two code generators can be compared on the same mapping. Every element
@@ -107,14 +109,16 @@ def _is_product(value: Value) -> bool:
 def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | None = None
                   ) -> Bound:
     config = config or FabricConfig()
-    return Bound((_compute(model, mapping, config), _injection(mapping),
-                  _latency(model, mapping, config)))
+    work = _work(model, mapping, config)
+    return Bound((_compute(work), _injection(mapping), _latency(model, mapping, config),
+                  _path(model, mapping, config, work)))
 
 
-def _compute(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:
-    """Busiest PE: its statements' element operations over the SIMD width of their type
+def _work(model: PolyModel, mapping: Mapping, config: FabricConfig
+          ) -> dict[tuple[int, ...], dict[str, float]]:
+    """Per PE and statement: element operations over the SIMD width of their type
     (counted PE by PE: a report-only cost, not part of compiling)."""
-    per_pe: dict[tuple[int, ...], float] = {}
+    per_pe: dict[tuple[int, ...], dict[str, float]] = {}
     for pstmt in model.statements:
         width = config.simd_width(model.graph.tensor(pstmt.stmt.target.tensor).dtype)
         ops = element_ops(pstmt.stmt)
@@ -124,11 +128,53 @@ def _compute(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:
         for pe in poly.points(placed.range()):
             at = isl.Set.from_point(point(placed.range().get_space(), pe))
             count = int(placed.intersect_range(at).domain().count_val().to_python())
-            per_pe[pe] = per_pe.get(pe, 0.0) + count * ops / width
-    if not per_pe:
+            per_pe.setdefault(pe, {})[pstmt.name] = count * ops / width
+    return per_pe
+
+
+def _compute(work: dict[tuple[int, ...], dict[str, float]]) -> Term:
+    """Busiest PE: its statements' element operations over the SIMD width."""
+    if not work:
         return Term("compute", 0, "no instances")
-    pe, work = max(per_pe.items(), key=lambda kv: (kv[1], [-c for c in kv[0]]))
-    return Term("compute", math.ceil(work), f"PE[{pe[0]}, {pe[1]}]")
+    pe, total = max(((pe, sum(w.values())) for pe, w in work.items()),
+                    key=lambda kv: (kv[1], [-c for c in kv[0]]))
+    return Term("compute", math.ceil(total), f"PE[{pe[0]}, {pe[1]}]")
+
+
+def _path(model: PolyModel, mapping: Mapping, config: FabricConfig,
+          work: dict[tuple[int, ...], dict[str, float]]) -> Term:
+    """Per PE: its work cannot start before an element it reads can arrive (the nearest
+    source of each streamed input an instance reads, the latest of those, the earliest
+    over its statements; 0 for a statement with no streamed input), and its last result
+    still has to reach a sink (the nearest sink of a streamed output a statement writes,
+    the nearest over its statements; 0 if one writes none). The longest such path."""
+    streams = {s.tensor: s for s in mapping.streams}
+    ends: dict[str, list[tuple[int, int]]] = {
+        t: sorted({(pair[-2], pair[-1]) for pair in poly.points(s.external_pes.wrap())})
+        for t, s in streams.items()}
+
+    def hops(pe: tuple[int, ...], tensor: str) -> int:
+        return min(abs(pe[0] - x) + abs(pe[1] - y) for x, y in ends[tensor]) * \
+            config.hop_cycles
+
+    best = Term("path", 0, "no instances")
+    for pe, per_stmt in work.items():
+        starts, finishes = [], []
+        for name in per_stmt:
+            stmt = model.statement(name).stmt
+            inputs = [r.tensor for r in stmt.reads if r.tensor in streams and
+                      streams[r.tensor].direction == "input" and ends[r.tensor]]
+            starts.append(max((hops(pe, t) for t in inputs), default=0))
+            target = stmt.target.tensor
+            out = streams.get(target)
+            finishes.append(hops(pe, target) if out is not None and out.direction == "output"
+                            and ends[target] else 0)
+        first, last = min(starts, default=0), min(finishes, default=0)
+        cycles = first + math.ceil(sum(per_stmt.values())) + last
+        if cycles > best.cycles:
+            best = Term("path", cycles, f"PE[{pe[0]}, {pe[1]}]: {first} cycles for the first "
+                                        f"input, then its compute, {last} for the last result")
+    return best
 
 
 def _injection(mapping: Mapping) -> Term:

@@ -65,6 +65,11 @@ def test_gemv_and_conv2d_terms() -> None:
     # y[31] leaves PE[0, 3] for PE[4, 3]: 4 hops.
     assert (b["compute"]["cycles"], b["injection"]["cycles"], b["latency"]["cycles"]) == (
         8, 8, 4)
+    # PE[0, 3]: x needs 4 hops to reach it, then 8 cycles of compute, then its y 4 hops east
+    assert b["path"]["cycles"] == 16 and b["dominant"] == "path"
+    assert b["path"]["where"].startswith("PE[0, 3]")
     conv = compile_file(EXAMPLES / "conv2d" / "conv2d.lair", stop="mapping")
     b = mapping_bound(conv.program.model, conv.mapping).as_dict()
-    assert b["compute"]["cycles"] == 441 and b["dominant"] == "compute"  # 1764 / 4
+    assert b["compute"]["cycles"] == 441  # 1764 / 4
+    # PE[0, 1] is 2 hops from x's source; y stays resident
+    assert b["path"]["cycles"] == 443 and b["dominant"] == "path"

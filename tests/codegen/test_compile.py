@@ -102,7 +102,9 @@ def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     # 32 x 16 multiply-adds on 4 x 4 compute PEs: 32 per PE at width 4; x enters at one PE.
     assert data["bound"]["compute"] == {"cycles": 8, "where": "PE[0, 1]"}  # row 0: adapters
     assert data["bound"]["injection"]["cycles"] == 16
-    assert data["bound"]["dominant"] == "injection" and data["bound"]["cycles"] == 16
+    # PE[0, 4]: x's first element needs 5 hops, then 8 cycles, then y 4 hops east
+    assert data["bound"]["path"]["cycles"] == 17
+    assert data["bound"]["dominant"] == "path" and data["bound"]["cycles"] == 17
 
 
 def test_report_says_which_tree_the_planner_chose(tmp_path: Path, cli) -> None:
