@@ -34,6 +34,8 @@ from mapping import poly
 from mapping.memory import LocalTensor, Memory
 
 Case = Literal["base", "compressed", "box_hull", "enumerated"]
+MAX_BASE_PIECES = 12
+DECISION_EFFORT = 2_000_000  # isl operations per SIMD decision (about 2 s)
 OPS = {"fmac", "fmul", "fadd", "fsub", "fmax", "copy", "fill"}
 
 
@@ -270,9 +272,13 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
     if isinstance(steps, str):
         return no_simd(steps)
     try:
-        return _decide(pstmt, instances, steps, memory, context, box_hull, varying)
+        with poly.effort_limit(DECISION_EFFORT):
+            return _decide(pstmt, instances, steps, memory, context, box_hull, varying)
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
+    except poly.TooComplex:
+        return no_simd(f"the instance set is too complex to analyse for SIMD (isl gave up "
+                       f"after {DECISION_EFFORT:,} operations)")
 
 
 def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
@@ -587,6 +593,9 @@ def linear_access(access: isl.Map, to_local: isl.MultiAff, shape: tuple[int, ...
                     for k in range(n))
     base = isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
         origin.align_params(flat.get_space()))
+    if base.n_piece() > MAX_BASE_PIECES:
+        return (f"has a base offset of {base.n_piece()} cases (at most {MAX_BASE_PIECES}: "
+                "each invocation would spend longer choosing than computing)")
     # The base as (flat offset at i = 0) + sum(stride * origin): each origin coordinate
     # prints as a min/max where the composed piecewise base would need a conditional.
     zeroed = flat

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, Self, TypeVar
 
@@ -1047,3 +1048,30 @@ def window_starts(arrivals: isl.Set, size: int, name: str, width: str,
     windows = windows.intersect(aligned.eq_set(aligned.sub(aligned)))
     return windows.intersect(count.eq_set(count.sub(count).add_constant_val(
         _val(ctx, size)))).coalesce()
+
+
+# -------------------- bounded effort
+
+
+class TooComplex(Exception):
+    """isl gave up on an analysis after its operation limit (see :func:`effort_limit`)."""
+
+
+@contextmanager
+def effort_limit(operations: int) -> Iterator[None]:
+    """Run an optional analysis (a SIMD decision) with at most ``operations`` isl
+    operations: sets that isl can only handle by an explosion of cases (quasi-affine
+    placements over linearized indices) make it give up with :class:`TooComplex`
+    instead of running for minutes; the caller falls back to what needs no analysis."""
+    ctx = isl.DEFAULT_CONTEXT
+    ctx.reset_operations()
+    ctx.set_max_operations(operations)
+    try:
+        yield
+    except isl.Error as err:
+        if "maximal number of operations exceeded" in str(err):
+            raise TooComplex(str(err)) from err
+        raise
+    finally:
+        ctx.set_max_operations(0)
+        ctx.reset_operations()
