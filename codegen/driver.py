@@ -103,6 +103,17 @@ def _stage_text(stage: str, c: Compilation) -> str:
             lines.append(head)
             if d.compression is not None:
                 lines.append(f"  compression: {d.compression}")
+        for flow, candidates in (c.arrivals.candidates if c.arrivals else ()):
+            batch = c.arrivals.of(flow) if c.arrivals else None
+            chosen = f"batches of {batch.size}" if batch else "one task per wavelet"
+            lines.append(f"arrivals of {flow}: {chosen}")
+            for cand in candidates:
+                size = "per wavelet" if cand.size is None else f"batch {cand.size}"
+                cycles = "-" if cand.cycles is None else f"{cand.cycles} cycles"
+                lines.append(f"  {size}: {cycles} ({cand.note})")
+            for task, d in (batch.decisions if batch else ()):
+                lines.append(f"  {task} per batch: {'SIMD' if d.used else 'scalar'} ({d.reason})"
+                             f", case {d.case}, {d.op} {list(d.sizes or ())}")
         return "\n".join(lines) + "\n"
     assert c.module is not None
     return peprint.module(c.module)

@@ -1,0 +1,74 @@
+"""Arrival batching: what the planner chooses, what the report and --emit say, and that
+the data-flow check rejects a batch that runs other instances than its arrivals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+from codegen.dataflow import DataFlowError, check_batch
+from codegen.driver import compile_file
+from codegen.driver import main as codegen_main
+
+
+def test_gemv_takes_its_dense_stream_in_one_batch_per_pe() -> None:
+    c = compile_file(EXAMPLES / "gemv" / "gemv.lair")
+    assert c.arrivals is not None and c.module is not None
+    (batch,) = c.arrivals.batches
+    assert (batch.flow, batch.size) == ("x", 4)
+    (task,) = [t for p in c.module.programs for t in p.tasks if t.batch is not None]
+    assert (task.batch, task.land, task.sparse) == (4, "land_x", False)
+    d = batch.decision("gemv_on_x")
+    assert d.used and d.sizes == (8, 4)  # 8 rows of y times the 4 arrivals of the batch
+    candidates = dict(c.arrivals.candidates)["x"]
+    per_wavelet, batched = candidates[0].cycles, candidates[1].cycles
+    assert per_wavelet is not None and batched is not None and batched < per_wavelet
+
+
+def test_per_wavelet_arrival_is_the_papers_code() -> None:
+    c = compile_file(EXAMPLES / "gemv" / "gemv.lair", arrival="per-wavelet")
+    assert c.arrivals is not None and not c.arrivals.batches and c.module is not None
+    assert all(t.batch is None for p in c.module.programs for t in p.tasks)
+
+
+def test_sparse_streams_are_taken_in_aligned_windows() -> None:
+    c = compile_file(EXAMPLES / "conv2d" / "conv2d.lair")
+    assert c.arrivals is not None and c.module is not None
+    (batch,) = c.arrivals.batches
+    assert batch.size == 16  # one row of x per window
+    (task,) = [t for p in c.module.programs for t in p.tasks if t.batch is not None]
+    assert task.sparse
+
+
+def test_the_check_rejects_a_batch_that_runs_other_instances() -> None:
+    c = compile_file(EXAMPLES / "gemv" / "gemv.lair")
+    assert c.arrivals is not None and c.tasks is not None and c.memory is not None
+    (batch,) = c.arrivals.batches
+    check_batch(c.tasks, c.memory, batch)  # as compiled: quiet
+    (task,) = batch.tasks
+    assert task.instances is not None
+    # drop the first arrival of every batch
+    first = task.instances.params().align_params(task.instances.get_space())
+    shifted = dataclasses.replace(task, instances=task.instances.intersect_params(
+        first).subtract(task.instances.lexmin()))
+    wrong = dataclasses.replace(batch, tasks=(shifted,))
+    with pytest.raises(DataFlowError, match="run other instances than its arrivals"):
+        check_batch(c.tasks, c.memory, wrong)
+
+
+def test_report_and_emit_show_the_candidates(tmp_path: Path, cli) -> None:
+    report = tmp_path / "r.json"
+    result = cli(codegen_main, EXAMPLES / "gemv" / "gemv.lair", "--report", report)
+    assert result.status == 0, result.err
+    data = json.loads(report.read_text())
+    assert data["arrivals"]["x"]["chosen_batch"] == 4
+    assert [c["batch"] for c in data["arrivals"]["x"]["candidates"]] == [None, 4]
+    (task,) = [t for t in data["tasks"] if t["name"] == "gemv_on_x"]
+    assert task["batch"]["size"] == 4 and task["simd"]["sizes"] == [8, 4]
+    result = cli(codegen_main, EXAMPLES / "gemv" / "gemv.lair", "--emit", "simd")
+    assert "arrivals of x: batches of 4" in result.out
+    assert "gemv_on_x per batch: SIMD" in result.out
