@@ -8,7 +8,10 @@ block it receives (its local array holds the blocks of all PEs of its line), the
 exchange needs no indices: the sender streams its block densely with ``out(c)``, the
 receiver lands it whole (a batched data task, docs/pecode.md) and copies it into place
 with one SIMD instruction. The sender of the ``j``-th block a PE receives is known from
-the turn order: the ``j``-th PE of the line, skipping the receiver itself.
+the turn order: the ``j``-th PE of the line, skipping the receiver itself. Along rows
+and columns a receiver may keep only part of each block (the elements inside its local
+array, as the indexed protocol keeps them): a box per block, copied by one SIMD
+instruction where it is not empty.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from math import prod
 
 import islpy as isl
 
-from codegen.islast import aff_expr, normalize, substitute
+from codegen.islast import aff_expr, condition_of, normalize, pw_aff_expr, substitute
 from codegen.peir import (
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -27,17 +30,20 @@ from codegen.peir import (
     IBin,
     IConst,
     IExpr,
+    If,
     ISel,
     IVar,
     Run,
     SimdConfig,
     SimdOperand,
+    Stmt,
 )
 from codegen.simd import row_major
+from lair.lower import CTX
 from mapping import poly
 from mapping.flows import Exchange, Region
 from mapping.memory import LocalTensor
-from mapping.mesh import same_line
+from mapping.mesh import pe_space, same_line
 
 MAX_BLOCK = 4096  # elements landed at once
 
@@ -46,10 +52,10 @@ MAX_BLOCK = 4096  # elements landed at once
 class BlockExchange:
     """What the emitter puts in place of the scalar sends and the per-element receives."""
 
-    configs: tuple[SimdConfig, SimdConfig]
+    configs: tuple[SimdConfig, ...]
     land: Array
-    send: Run  # the PE's own block, dense, on the exchange's color
-    receive: Run  # the block just landed, into place (uses the count of blocks so far)
+    send: tuple[Stmt, ...]  # the PE's own block (if it has one), dense, on the color
+    receive: tuple[Stmt, ...]  # the block just landed, into place (uses the block count)
 
     @property
     def size(self) -> int:
@@ -69,10 +75,6 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         return None
     if prod(box.size) > MAX_BLOCK or max(box.size) > MAX_SIMD_SIZE:
         return None
-    every_pe = region.pes().bind(poly.multi_id(region.pes().get_space(), poly.PE_NAMES))
-    every_pe, senders = poly.align_params(every_pe.params(), produced.params())
-    if not every_pe.is_subset(senders):
-        return None  # a PE with nothing to send would still stream a block
     exact = poly.box_set(box, produced.params())
     exact, produced_a = poly.align_params(exact, produced)
     if not exact.is_equal(produced_a):
@@ -84,7 +86,8 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     received = line.apply_range(ex.produced)
     kept = poly.box_map(local.array.box)
     received, kept = poly.align_params(received, kept)
-    if not received.is_subset(kept):
+    whole = received.is_subset(kept)
+    if not whole and ex.axis == "region":
         return None
     # The j-th block received comes from the j-th PE of the line, skipping this one.
     j = IVar(got)
@@ -111,11 +114,94 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     send_cfg = SimdConfig(f"out_{name}_send", "copy", (box.size,),
                           SimdOperand("out", color=ex.color),
                           (SimdOperand("array", local.name, strides),))
-    recv_cfg = SimdConfig(f"out_{name}_recv", "copy", (box.size,),
-                          SimdOperand("array", local.name, strides),
-                          (SimdOperand("array", land, row_major(box.size)),))
-    theirs = [substitute(o, at) for o in origin]
-    return BlockExchange(
-        (send_cfg, recv_cfg), Array(land, local.dtype, (prod(box.size),)),
-        Run(send_cfg.name, ((local.name, base(origin)),)),
-        Run(recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))))
+    # A PE holding nothing sends only its end mark: receivers count it, land nothing.
+    holds = condition_of(produced.params(), context)
+    run = Run(send_cfg.name, ((local.name, base(origin)),))
+    send = (run,) if holds is None else (If(holds, (run,)),)
+    array = Array(land, local.dtype, (prod(box.size),))
+    if whole:
+        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", (box.size,),
+                              SimdOperand("array", local.name, strides),
+                              (SimdOperand("array", land, row_major(box.size)),))
+        theirs = [substitute(o, at) for o in origin]
+        return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
+            recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),))
+    parts = _parts(ex, local, region, got, box.size, land, name)
+    if parts is None:
+        return None
+    configs, receive = parts
+    return BlockExchange((send_cfg, *configs), array, send, receive)
+
+
+def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str,
+           block: tuple[int, ...], land: str, name: str
+           ) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
+    """Where a receiver keeps only part of the blocks (the elements inside its local
+    array): per block, that part (a box, the intersection of two) copied by one SIMD
+    instruction, or nothing. The sender of block ``j`` is the ``j``-th PE of the row (or
+    column) before the receiver, the ``j + 1``-th from it on: one case each."""
+    row = ex.axis == "row"
+    length = region.width if row else region.height
+    rj = isl.Space.create_from_names(CTX, set=["x", "y", "j"]).set_tuple_name(
+        isl.dim_type.set, "RJ")
+    ls = isl.LocalSpace.from_space(rj)
+    x, y, j = (isl.Aff.var_on_domain(ls, isl.dim_type.set, k) for k in range(3))
+    me = x if row else y
+    one = isl.Val.one(CTX)
+    to_receiver = isl.MultiAff.zero(isl.Space.map_from_domain_and_range(rj, pe_space()))
+    to_receiver = to_receiver.set_at(0, x).set_at(1, y)
+    names = [*poly.PE_NAMES, got]
+    every = isl.Set.universe(rj).intersect(isl.PwAff.from_aff(j).ge_set(
+        isl.PwAff.from_aff(j.sub(j)))).intersect(isl.PwAff.from_aff(j).le_set(
+            isl.PwAff.from_aff(j.sub(j).add_constant_val(isl.Val.int_from_si(CTX, length - 2)))))
+    every = every.intersect(region.pes().preimage_multi_aff(to_receiver))
+    strides, block_strides = row_major(local.size), row_major(block)
+    offset = local.offset_aff()
+    configs: list[SimdConfig] = []
+    cases: list[tuple[Stmt, ...]] = []
+    for before in (True, False):
+        sender_at = j if before else j.add_constant_val(one)
+        chosen = isl.PwAff.from_aff(j).lt_set(isl.PwAff.from_aff(me)) if before else \
+            isl.PwAff.from_aff(j).ge_set(isl.PwAff.from_aff(me))
+        case = every.intersect(chosen)
+        sender = to_receiver.set_at(0 if row else 1, sender_at)
+        blocks = isl.Map.from_multi_aff(sender).intersect_domain(case).apply_range(ex.produced)
+        inside = isl.Map.from_multi_aff(to_receiver).intersect_domain(case).apply_range(
+            poly.box_map(local.array.box))
+        blocks, inside = poly.align_params(blocks, inside)
+        part = blocks.intersect(inside)
+        context = case.bind(poly.multi_id(rj, names)).params()
+        if part.is_empty():
+            cases.append(())
+            continue
+        kept = part.bind_domain(poly.multi_id(rj, names))
+        origin = blocks.bind_domain(poly.multi_id(rj, names))
+        rect = poly.rectangularity(kept, index=(got,))
+        if not rect.dense or not rect.fixed or rect.constant_size is None:
+            return None
+        dst = src = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(kept.get_space(
+            ).params()))
+        for d in range(len(block)):
+            low = rect.minimum.get_at(d)
+            mine = isl.PwAff.from_aff(offset.get_at(d)).align_params(low.get_space())
+            theirs = origin.dim_min(d).align_params(low.get_space())
+            dst = dst.align_params(low.get_space()).add(low.sub(mine).scale_val(
+                isl.Val.int_from_si(CTX, strides[d])))
+            src = src.align_params(low.get_space()).add(low.sub(theirs).scale_val(
+                isl.Val.int_from_si(CTX, block_strides[d])))
+        where = kept.params()
+        config = next((c for c in configs if c.variants == (rect.constant_size,)), None)
+        if config is None:
+            config = SimdConfig(f"out_{name}_recv" + (f"_{len(configs)}" if configs else ""),
+                                "copy", (rect.constant_size,),
+                                SimdOperand("array", local.name, strides),
+                                (SimdOperand("array", land, block_strides),))
+            configs.append(config)
+        run = Run(config.name, ((local.name, pw_aff_expr(dst.intersect_domain(where), where)),
+                                (land, pw_aff_expr(src.intersect_domain(where), where))))
+        guard = condition_of(where, context)
+        cases.append((run,) if guard is None else (If(guard, (run,)),))
+    if not configs:
+        return None
+    position = IVar("PE_X" if row else "PE_Y")
+    return tuple(configs), (If(Cmp("<", IVar(got), position), cases[0], cases[1]),)

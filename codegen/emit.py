@@ -728,8 +728,8 @@ class _ComputeBuilder:
             self.configs.extend(block.configs)
             self.extra_arrays.append(block.land)
             self._turns(ex, k, after, pos, length,
-                        (block.send, SendEnd(c), SetInt(sent, "=", IConst(1))),
-                        Task(f"share_{t}", "data", (block.receive,), c, False, block.size,
+                        (*block.send, SendEnd(c), SetInt(sent, "=", IConst(1))),
+                        Task(f"share_{t}", "data", block.receive, c, False, block.size,
                              block.land.name))
             return
         shape = self.tg.model.graph.tensor(ex.tensor).shape

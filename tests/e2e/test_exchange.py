@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from codegen.driver import compile_file
+from codegen.peir import If
 from pesim.run import run_program
 
 ROW_LAIR = """
@@ -96,10 +97,40 @@ CASES["shift_5x2"] = (SHIFT_LAIR, """
 
 @pytest.mark.parametrize("name, protocol", [
     ("row_2x2", "block"), ("column_2x4", "block"), ("row_4x2_streamed", "block"),
-    # each PE keeps its neighbour's columns of T only: the other blocks do not fit
-    ("shift_5x2", "pairs")])
+    # each PE keeps its neighbour's columns of T only: one part of one block
+    ("shift_5x2", "block")])
 def test_whole_blocks_are_exchanged_by_simd_instructions(tmp_path: Path, name: str,
                                                          protocol: str) -> None:
     assert _protocol(tmp_path, name) == {protocol}
     result = run_program(tmp_path / "mm.lair", seed=5)
     assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
+
+
+def test_a_receiver_keeps_only_the_part_of_each_block_inside_its_array(tmp_path: Path
+                                                                       ) -> None:
+    lair, mapping = CASES["shift_5x2"]
+    (tmp_path / "mm.lair").write_text(lair)
+    (tmp_path / "mm.map").write_text(mapping)
+    compiled = compile_file(tmp_path / "mm.lair")
+    assert compiled.module is not None
+    (share,) = [t for p in compiled.module.programs for t in p.tasks
+                if t.name == "share_T"]
+    # blocks from PEs before this one: nothing kept; after: only the next PE's block
+    (choice,) = share.body
+    assert isinstance(choice, If) and choice.then == () and len(choice.orelse) == 1
+    for seed in (1, 2):
+        result = run_program(tmp_path / "mm.lair", seed=seed)
+        assert result.comparison.verified and result.comparison.exact
+
+
+@pytest.mark.parametrize("example, protocol", [
+    ("movement/mlp.lair", "pairs"),  # read across rows and columns: the whole region
+    ("polybench/3mm.lair", "block")])
+def test_examples_exchange_protocols(example: str, protocol: str) -> None:
+    from conftest import EXAMPLES
+
+    compiled = compile_file(EXAMPLES / example)
+    assert compiled.module is not None
+    tasks = [t for p in compiled.module.programs for t in p.tasks
+             if t.name.startswith("share_")]
+    assert tasks and {"block" if t.batch else "pairs" for t in tasks} == {protocol}
