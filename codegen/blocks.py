@@ -87,8 +87,6 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     kept = poly.box_map(local.array.box)
     received, kept = poly.align_params(received, kept)
     whole = received.is_subset(kept)
-    if not whole and ex.axis == "region":
-        return None
     # The j-th block received comes from the j-th PE of the line, skipping this one.
     j = IVar(got)
     sender = normalize(ISel(Cmp(">=", j, position), IBin("+", j, IConst(1)), j))
@@ -126,27 +124,30 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         theirs = [substitute(o, at) for o in origin]
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
             recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),))
-    parts = _parts(ex, local, region, got, box.size, land, name)
+    parts = _parts(ex, local, region, got, position, box.size, land, name)
     if parts is None:
         return None
     configs, receive = parts
     return BlockExchange((send_cfg, *configs), array, send, receive)
 
 
-def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str,
+def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, position: IExpr,
            block: tuple[int, ...], land: str, name: str
            ) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
     """Where a receiver keeps only part of the blocks (the elements inside its local
     array): per block, that part (a box, the intersection of two) copied by one SIMD
-    instruction, or nothing. The sender of block ``j`` is the ``j``-th PE of the row (or
-    column) before the receiver, the ``j + 1``-th from it on: one case each."""
+    instruction, or nothing. The sender of block ``j`` is the ``j``-th PE of the line
+    (row, column, or the region in row-major order) before the receiver, the
+    ``j + 1``-th from it on: one case each."""
     row = ex.axis == "row"
-    length = region.width if row else region.height
+    width = region.width
+    length = {"row": width, "column": region.height}.get(ex.axis, width * region.height)
     rj = isl.Space.create_from_names(CTX, set=["x", "y", "j"]).set_tuple_name(
         isl.dim_type.set, "RJ")
     ls = isl.LocalSpace.from_space(rj)
     x, y, j = (isl.Aff.var_on_domain(ls, isl.dim_type.set, k) for k in range(3))
-    me = x if row else y
+    w = isl.Val.int_from_si(CTX, width)
+    me = {"row": x, "column": y}.get(ex.axis, y.scale_val(w).add(x))
     one = isl.Val.one(CTX)
     to_receiver = isl.MultiAff.zero(isl.Space.map_from_domain_and_range(rj, pe_space()))
     to_receiver = to_receiver.set_at(0, x).set_at(1, y)
@@ -164,7 +165,11 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str,
         chosen = isl.PwAff.from_aff(j).lt_set(isl.PwAff.from_aff(me)) if before else \
             isl.PwAff.from_aff(j).ge_set(isl.PwAff.from_aff(me))
         case = every.intersect(chosen)
-        sender = to_receiver.set_at(0 if row else 1, sender_at)
+        if ex.axis == "region":
+            sender = to_receiver.set_at(0, sender_at.mod_val(w)).set_at(
+                1, sender_at.scale_down_val(w).floor())
+        else:
+            sender = to_receiver.set_at(0 if row else 1, sender_at)
         blocks = isl.Map.from_multi_aff(sender).intersect_domain(case).apply_range(ex.produced)
         inside = isl.Map.from_multi_aff(to_receiver).intersect_domain(case).apply_range(
             poly.box_map(local.array.box))
@@ -203,5 +208,4 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str,
         cases.append((run,) if guard is None else (If(guard, (run,)),))
     if not configs:
         return None
-    position = IVar("PE_X" if row else "PE_Y")
     return tuple(configs), (If(Cmp("<", IVar(got), position), cases[0], cases[1]),)

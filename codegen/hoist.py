@@ -62,8 +62,8 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
     new_ints: list[IntVar] = []
     at_main: list[Stmt] = []
     for k, task in enumerate(tasks):
-        if task.kind != "data":
-            continue
+        if task.kind != "data" or task.batch is not None:
+            continue  # (a batched task computes its offsets once per batch already)
         control = next((t for t in tasks if t.kind == "control" and t.color == task.color),
                        None)
         owners = {main.name if main else "", control.name if control else ""}
