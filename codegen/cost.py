@@ -14,10 +14,11 @@ from math import prod
 
 import islpy as isl
 
-from codegen.peir import IBin, IExpr, INeg, ISel
+from codegen.peir import IExpr
 from codegen.simd import SimdDecision
 from lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from mapping import poly
+from pesim.expr import iexpr_ops
 from pesim.fabric import FabricConfig
 
 COSTS = FabricConfig()
@@ -70,14 +71,7 @@ def box_volume(s: isl.Set) -> int:
 
 def expr_ops(e: IExpr | None) -> int:
     """Operations the simulator charges for an integer expression."""
-    match e:
-        case IBin(_, lhs, rhs):
-            return 1 + expr_ops(lhs) + expr_ops(rhs)
-        case INeg(operand):
-            return 1 + expr_ops(operand)
-        case ISel(_, then, orelse):
-            return 2 + max(expr_ops(then), expr_ops(orelse))
-    return 0
+    return 0 if e is None else iexpr_ops(e)
 
 
 def _innermost_extent(s: isl.Set) -> int:

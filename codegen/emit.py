@@ -418,25 +418,21 @@ class _ComputeBuilder:
         context = flow.arrival_context() if flow else self.region.context()
         decision = self.decisions.get(task.name)
         if self.simd and decision is not None and decision.used:
-            guard = condition_of(task.instances.params(), context)
-            runs = self._runs(task.name, decision)
-            if decision.outer is None:
-                return list(_guarded(guard, runs))
-            names = decision.outer_names
-
-            def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
-                return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
-
-            return list(_guarded(guard, scan(decision.outer, context, body)))
+            return self._simd(task.name, decision, task.instances, context)
         return list(self._scalar(pstmt, task.instances, task.trigger, context))
 
     def _batched(self, batch: Batch, task_name: str) -> list[Stmt]:
         """A task's work for a batch of arrivals: SIMD over the batch's window."""
         task = batch.task(task_name)
-        decision = batch.decision(task_name)
         assert task.instances is not None
-        guard = condition_of(task.instances.params(), batch.context)
-        runs = self._runs(task.name, decision)
+        return self._simd(task_name, batch.decision(task_name), task.instances, batch.context)
+
+    def _simd(self, task_name: str, decision: SimdDecision, instances: isl.Set,
+              context: isl.Set) -> list[Stmt]:
+        """The instructions of a SIMD decision where the task has instances, inside the
+        scalar loops over its outer dimensions."""
+        guard = condition_of(instances.params(), context)
+        runs = self._runs(task_name, decision)
         if decision.outer is None:
             return list(_guarded(guard, runs))
         names = decision.outer_names
@@ -444,7 +440,7 @@ class _ComputeBuilder:
         def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
             return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
 
-        return list(_guarded(guard, scan(decision.outer, batch.context, body)))
+        return list(_guarded(guard, scan(decision.outer, context, body)))
 
     def _runs(self, task_name: str, d: SimdDecision) -> tuple[Run, ...]:
         """One configuration and invocation per operation of the decision."""
