@@ -85,10 +85,13 @@ NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
 
 def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, name: str,
          reference: str | None, params: Sequence[tuple[str, int | str]] = (),
-         simd: bool = True, simd_fill: bool = True, simd_output: bool = True,
+         simd: bool = True, simd_fill: bool = True,
+         scalar_outputs: frozenset[str] | None = None,
          arrivals: ArrivalPlan | None = None) -> PeModule:
     """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
-    ``simd_fill``/``simd_output`` use SIMD for initialization and output tasks;
+    ``simd_fill`` uses SIMD for initialization, and output, combining and exchange tasks
+    use it except those named in ``scalar_outputs`` (``"out:y"``, ``"combine:y"``,
+    ``"exchange:y"``);
     ``arrivals`` names the dense streams whose wavelets are taken in batches."""
     streams = [StreamIO("input", f.tensor, f.kind, f.external_color, str(f.stream_relation))
                for f in tg.inputs if f.stream_relation is not None]
@@ -96,7 +99,8 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = _adapter_programs(tg)
     programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
-                                    simd and simd_output, arrivals or ArrivalPlan()).build())
+                                    frozenset() if scalar_outputs is None else scalar_outputs,
+                                    arrivals or ArrivalPlan()).build())
     programs = [hoist_invariants(p) for p in programs]
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
@@ -296,7 +300,7 @@ class _ComputeBuilder:
     decisions: dict[str, SimdDecision]
     simd: bool
     simd_fill: bool
-    simd_output: bool
+    scalar_outputs: frozenset[str]  # "out:T", "combine:T", "exchange:T" done by scalar loops
     arrivals: ArrivalPlan
     configs: list[SimdConfig] = field(default_factory=list)
     extra_tasks: list[Task] = field(default_factory=list)
@@ -307,6 +311,10 @@ class _ComputeBuilder:
     @property
     def region(self) -> Region:
         return self.tg.compute
+
+    def _simd_out(self, kind: str, tensor: str) -> bool:
+        """Whether the ``kind`` (out, combine, exchange) tasks of ``tensor`` use SIMD."""
+        return self.simd and f"{kind}:{tensor}" not in self.scalar_outputs
 
     def build(self) -> PeProgram:
         tasks: list[Task] = []
@@ -719,7 +727,7 @@ class _ComputeBuilder:
                 Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
             ]
         block = block_exchange(ex, local, self.region, name=t, got=got, position=pos) if (
-            self.simd_output) else None
+            self._simd_out("exchange", ex.tensor)) else None
         if block is not None:
             self.configs.extend(block.configs)
             self.extra_arrays.append(block.land)
@@ -854,7 +862,7 @@ class _ComputeBuilder:
         for exists, when, send_color, recv_color in roles:
             if not exists:
                 continue
-            if self.simd_output and uniform and len(sizes) <= 4:
+            if self._simd_out("combine", red.tensor) and uniform and len(sizes) <= 4:
                 name = f"combine_{red.tensor}_{len(self.configs)}"
                 array = SimdOperand("array", local.name, strides)
                 srcs: tuple[SimdOperand, ...] = (array,)
@@ -963,7 +971,7 @@ class _ComputeBuilder:
                 cases.append((when, (*self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction,
                     with_index=True), *closing)))
-            elif self.simd_output and n <= 4 and linear:
+            elif self._simd_out("out", out.tensor) and n <= 4 and linear:
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)

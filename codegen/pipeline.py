@@ -129,11 +129,13 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
     needs more, give up SIMD where it helps least, by the cost model: the initial
     fills, batches of arrivals, SIMD for compute tasks or for the output tasks, the
     least predicted saving per configuration first; each compute task records why."""
-    fill, output = True, True
+    fill, scalar_outputs = True, frozenset[str]()
     arrivals = arrivals or ArrivalPlan()
+    tensors = [t.name for t in tg.model.graph.tensors]
     while True:
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
-                      simd=simd, simd_fill=fill, simd_output=output, arrivals=arrivals)
+                      simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
+                      arrivals=arrivals)
         needed = max((sum(len(c.variants) for c in p.configs) for p in module.programs),
                      default=0)
         if needed <= max_configs:
@@ -144,10 +146,9 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         options: list[tuple[float, str, int]] = [
             (_saving(d) / max(1, d.configs), task, d.configs)
             for task, d in decisions.items() if d.used]
-        if output:
-            configs, saving = _output_saving(module)
-            if configs:
-                options.append((saving / configs, "", configs))
+        for group, (configs, saving) in _output_saving(module, tensors).items():
+            if group not in scalar_outputs:
+                options.append((saving / configs, group, configs))
         if fill:
             configs, saving = _fill_saving(module)
             if configs:
@@ -164,14 +165,14 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                 "compile with --no-simd", subject="placement")
         excess = needed - max_configs
         for _, task, configs in sorted(options):
-            if not task or task.endswith(":") or task.startswith("batch:"):  # emit again
+            if ":" in task:  # a batch, the fills, or a tensor's outputs: emit again first
                 if excess == needed - max_configs:
                     if task.startswith("batch:"):
                         arrivals = arrivals.without(task.removeprefix("batch:"))
                     elif task == "fill:":
                         fill = False
                     else:
-                        output = False
+                        scalar_outputs = scalar_outputs | {task}
                 break
             d = decisions[task]
             decisions = {**decisions, task: replace(
@@ -212,32 +213,40 @@ def _saving(d: SimdDecision) -> float:
     return max(0, predicted["scalar"] - predicted["simd"])
 
 
-def _output_saving(module: PeModule) -> tuple[int, float]:
-    """The configurations of the output, combining and block-exchange tasks (``out_``,
-    ``combine_``) and about what they save per PE: each tensor's largest instruction,
-    against a scalar loop that loads, receives, adds and sends per element; a block
-    exchange against indexed sends (a loop) and receives (a task) per element. Outputs
-    and chains run after the compute, on the run's critical path (a chain's PEs wait on
-    each other), where a fill runs while inputs arrive: their saving counts twice."""
-    configs = 0
-    largest: dict[str, int] = {}
-    blocks = 0.0
+def _output_saving(module: PeModule, tensors: Sequence[str]
+                   ) -> dict[str, tuple[int, float]]:
+    """Per group of a tensor's output (``out_T_k``), combining (``combine_T_k``) or
+    block-exchange (``out_T_send``, ``out_T_recv``) instructions, keyed ``"out:T"``,
+    ``"combine:T"``, ``"exchange:T"``: their configurations and about what they save
+    per PE. A chain instruction against a scalar loop that loads, receives, adds and
+    sends per element (the group's largest); a block exchange against indexed sends (a
+    loop) and receives (a task) per element. Outputs and chains run after the compute,
+    on the run's critical path (a chain's PEs wait on each other), where a fill runs
+    while inputs arrive: their saving counts twice."""
     per_element = 2 * (COSTS.for_iteration + 4)
+    configs: dict[str, int] = {}
+    saving: dict[str, float] = {}
+    by_length = sorted(tensors, key=len, reverse=True)
     for p in module.programs:
         for c in p.configs:
-            if not c.name.startswith(("out_", "combine_")):
+            prefix, _, rest = c.name.partition("_")
+            if prefix not in ("out", "combine"):
                 continue
-            configs += len(c.variants)
+            tensor = next((t for t in by_length if rest.startswith(f"{t}_")), None)
+            if tensor is None:
+                continue
+            tail = rest[len(tensor) + 1:]
             n = max(prod(v) for v in c.variants)
-            if c.name.endswith("_send"):
-                blocks += n * (per_element + 2)
-                continue
-            if c.name.endswith("_recv"):
-                blocks += n * (COSTS.task_dispatch + per_element + 10)
-                continue
-            tensor = c.name.split("_", 1)[1].rsplit("_", 1)[0]
-            largest[tensor] = max(largest.get(tensor, 0), n)
-    return configs, blocks + float(sum(n * per_element for n in largest.values()))
+            if tail.startswith(("send", "recv")):
+                group = f"exchange:{tensor}"
+                value = n * (per_element + 2) if tail.startswith("send") else n * (
+                    COSTS.task_dispatch + per_element + 10)
+                saving[group] = saving.get(group, 0.0) + value
+            else:
+                group = f"{prefix}:{tensor}"
+                saving[group] = max(saving.get(group, 0.0), float(n * per_element))
+            configs[group] = configs.get(group, 0) + len(c.variants)
+    return {g: (n, saving[g]) for g, n in configs.items()}
 
 
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
