@@ -198,18 +198,12 @@ def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
     arrivals = poly.bind_pe(flow.arrivals())
     outer = poly.index_names(flow.index_dims)[:-1]
     if outer:
-        arrivals = _bind_leading(arrivals, outer)
+        arrivals = poly.bind_leading(arrivals, outer)
     first, last = arrivals.dim_min(0), arrivals.dim_max(0)
     length = last.sub(first).add_constant_val(isl.Val.one(first.get_ctx())).max_val()
     if not length.is_int():
         return None
     return first, last, int(length.to_python())
-
-
-def _bind_leading(s: isl.Set, names: tuple[str, ...]) -> isl.Set:
-    n = len(names)
-    as_map = isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n)
-    return as_map.bind_domain(poly.multi_id(as_map.get_space().domain(), names))
 
 
 def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | str:
@@ -238,6 +232,8 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     ma = isl.MultiAff.from_aff(position).set_tuple_name(isl.dim_type.out, name)
     tensor = tg.model.graph.tensor(flow.tensor)
     box = poly.FixedSizeBox(ma, (max_batch,))
+    # (the landing array is addressed through ``to_local_bound`` only: the batch's
+    # position, with the PE and ``index`` as parameters, stands for eqs. (8) and (9))
     array = poly.LocalArray(name, flow.reaching().reverse(), box, ma, ma)
     return LocalTensor(flow.tensor, array, tensor.dtype, max_batch * ELEMENT_BYTES[tensor.dtype],
                        False, False)

@@ -175,16 +175,6 @@ def _pe_condition_set(pes: isl.Set) -> isl.Set:
     return pes.bind(poly.multi_id(pes.get_space(), poly.PE_NAMES))
 
 
-def _bind_leading(s: isl.Set, names: Sequence[str]) -> isl.Set:
-    """Move the leading dimensions of ``s`` to parameters named ``names`` (binding them)."""
-    n = len(names)
-    nparam = s.dim(isl.dim_type.param)
-    moved = s.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, n)
-    for d, name in enumerate(names):
-        moved = moved.set_dim_name(isl.dim_type.param, nparam + d, name)
-    return moved
-
-
 # ---------------------------------------------------------------------- adapters
 
 
@@ -552,7 +542,7 @@ class _ComputeBuilder:
             arrivals = poly.bind_pe(flow.arrivals())
             outer = poly.index_names(flow.index_dims)[:-1]
             if outer:
-                arrivals = _bind_leading(arrivals, outer)
+                arrivals = poly.bind_leading(arrivals, outer)
                 group_vars.append(SetInt(counter, "=", IConst(0)))
             # (in a context without the innermost index, which the expression defines:
             # where every arrival at a PE has one index, isl would write it as 'index')
@@ -747,7 +737,7 @@ class _ComputeBuilder:
         where = [_simplify(IBin("-", e, o)) for e, o in zip(element, offsets, strict=True)]
         if ex.reduce:  # add partial results into the totals this PE keeps
             names = [f"e{d}" for d in range(len(shape))]
-            keeps = _bind_leading(poly.bind_pe(ex.needed), names).params()
+            keeps = poly.bind_leading(poly.bind_pe(ex.needed), names).params()
             op: Literal["+=", "max="] = "max=" if self._reduction_op(
                 ex.tensor) == "fmax" else "+="
             add = (Store(Load(local.name, tuple(where)), op, FValue()),)
@@ -1004,7 +994,7 @@ class _ComputeBuilder:
         # end mark closes each group of outer index values, after its last element.
         group_end: IExpr | None = None
         if with_index and n > 1:
-            inner = _bind_leading(indices, names[:-1])
+            inner = poly.bind_leading(indices, names[:-1])
             group_end = pw_aff_expr(inner.dim_max(0), inner.params())
 
         def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:

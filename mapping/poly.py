@@ -154,6 +154,13 @@ def align_params(a: _P, b: _Q) -> tuple[_P, _Q]:
     return a.align_params(model), b.align_params(model)
 
 
+def bind_leading(s: isl.Set, names: Sequence[str]) -> isl.Set:
+    """The leading dimensions of ``s`` moved to parameters named ``names``."""
+    n = len(names)
+    as_map = isl.Map.from_range(s).move_dims(_dt.in_, 0, _dt.out, 0, n)
+    return as_map.bind_domain(multi_id(as_map.get_space().domain(), names))
+
+
 def project_out_params(obj: isl.Set, names: Sequence[str]) -> isl.Set:
     """Project out the parameters ``names`` of ``obj`` that it has."""
     space = obj.get_space()

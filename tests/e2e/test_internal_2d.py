@@ -30,6 +30,10 @@ lair fc<T=float16>(): T W[8][8], T x[8] -> T z[8]
 lair bias<T=float16>(): T z[8], T b[8] -> T r[8]
 { all (i) in (8) r[i] = max(z[i] + b[i], 0) }
 """
+SCORES = """
+        lair att<T=float16>(): T Q[8][4], T K[8][4] -> T S[8][8]
+        { all (i, j, k) in (8, 8, 4) S[i][j] += Q[i][k] * K[j][k] }
+        """
 CASES = {
     # Layer 1 down column 0 (h[i] on row i//2), ReLU there, layer 2 across row 0 (a[i]
     # needed on PE[i//2, 0]): a crosses from the column to the row.
@@ -91,10 +95,7 @@ CASES = {
         input  W resident
         output y dense { y[i = 0:7] -> [PE[2, 0] -> index[i]] }
         """),
-    "scores_out_north_from_a_grid": ("""
-        lair att<T=float16>(): T Q[8][4], T K[8][4] -> T S[8][8]
-        { all (i, j, k) in (8, 8, 4) S[i][j] += Q[i][k] * K[j][k] }
-        """, """
+    "scores_out_north_from_a_grid": (SCORES, """
         rectangle { PE[2, 2] }
         placement { att[i, j, k] -> PE[j//4, i//4] }
         input  Q resident
@@ -102,10 +103,7 @@ CASES = {
         output S sparse { S[i = 0:7, j = 0:7] -> [PE[0, -1] -> index[i, j]] }
         """),
     # A two-dimensional sparse index along an output chain (end mark per row of S).
-    "scores_sparse_2d_east_chain": ("""
-        lair att<T=float16>(): T Q[8][4], T K[8][4] -> T S[8][8]
-        { all (i, j, k) in (8, 8, 4) S[i][j] += Q[i][k] * K[j][k] }
-        """, """
+    "scores_sparse_2d_east_chain": (SCORES, """
         rectangle { PE[2, 2] }
         placement { att[i, j, k] -> PE[j//4, i//4] }
         input  Q resident
