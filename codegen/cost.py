@@ -57,6 +57,20 @@ def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
     return volume * (COSTS.for_iteration + body) + loops * COSTS.for_setup
 
 
+def elementwise_simd_pays(sizes: tuple[int, ...], dtype: str, *, ops: int) -> bool:
+    """Whether one SIMD instruction (configured for it alone) over the box ``sizes``
+    beats scalar loops doing ``ops`` operations per element (arithmetic, sends and
+    receives) besides one array access: for a single element the loop wins."""
+    n = prod(sizes)
+    simd = COSTS.simd_config + COSTS.simd_startup + -(-n // COSTS.simd_width(dtype)) + 1
+    if n == 1:
+        return simd < (ops + 1) * COSTS.scalar_op
+    loops = prod(sizes[:-1]) + sum(prod(sizes[:d]) for d in range(len(sizes) - 1))
+    scalar = n * (COSTS.for_iteration + (ops + 1) * COSTS.scalar_op + _address(
+        len(sizes))) + loops * COSTS.for_setup
+    return simd < scalar
+
+
 def simd_setup(d: SimdDecision) -> int:
     """Configuring a decision's SIMD instructions, once per run in ``main``."""
     return COSTS.simd_config * d.configs

@@ -15,6 +15,8 @@ import islpy as isl
 
 from codegen.batching import COUNT, ArrivalPlan, Batch
 from codegen.blocks import block_exchange
+from codegen.configure import guard_configurations
+from codegen.cost import elementwise_simd_pays
 from codegen.hoist import hoist_invariants
 from codegen.islast import (
     aff_expr,
@@ -101,7 +103,7 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                                     frozenset() if scalar_outputs is None else scalar_outputs,
                                     arrivals or ArrivalPlan()).build())
-    programs = [hoist_invariants(p) for p in programs]
+    programs = [guard_configurations(hoist_invariants(p)) for p in programs]
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -392,7 +394,8 @@ class _ComputeBuilder:
                 continue
             neutral = FConst(NEUTRAL[pstmt.stmt.op])
             size = local.size
-            if self.simd_fill and 0 < len(size) <= 4:
+            if self.simd_fill and 0 < len(size) <= 4 and elementwise_simd_pays(
+                    size, local.dtype, ops=0):
                 name = f"fill_{local.name}"
                 self.configs.append(SimdConfig(
                     name, "fill", (size,), SimdOperand("array", local.name, row_major(size)),
@@ -852,7 +855,8 @@ class _ComputeBuilder:
         for exists, when, send_color, recv_color in roles:
             if not exists:
                 continue
-            if self._simd_out("combine", red.tensor) and uniform and len(sizes) <= 4:
+            if self._simd_out("combine", red.tensor) and uniform and len(sizes) <= 4 and \
+                    elementwise_simd_pays(sizes, local.dtype, ops=3):
                 name = f"combine_{red.tensor}_{len(self.configs)}"
                 array = SimdOperand("array", local.name, strides)
                 srcs: tuple[SimdOperand, ...] = (array,)
@@ -961,7 +965,8 @@ class _ComputeBuilder:
                 cases.append((when, (*self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction,
                     with_index=True), *closing)))
-            elif self._simd_out("out", out.tensor) and n <= 4 and linear:
+            elif self._simd_out("out", out.tensor) and n <= 4 and linear and \
+                    elementwise_simd_pays(sizes, local.dtype, ops=3):
                 op = "copy" if recv_color is None else reduction
                 name = f"out_{out.tensor}_{len(cases)}"
                 srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)

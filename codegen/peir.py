@@ -263,6 +263,10 @@ class SimdConfig:
 
     ``op`` is fmac (dst += a*b), fmul, fadd, fsub, fmax (dst = a op b), copy (dst = a)
     or fill (dst = scalar). Every variant shares the operand strides.
+
+    ``guards`` (one per variant, or empty) say on which PEs a variant is set up: a PE
+    pays for and may run only the variants whose guard holds on it (paper §5.4: each PE
+    sets up only the sizes it needs). None, or no guards, means every PE.
     """
 
     name: str
@@ -270,6 +274,10 @@ class SimdConfig:
     variants: tuple[tuple[int, ...], ...]
     dst: SimdOperand
     srcs: tuple[SimdOperand, ...]
+    guards: tuple[Cond | None, ...] = ()
+
+    def guard(self, variant: int) -> Cond | None:
+        return self.guards[variant] if self.guards else None
 
 
 TaskKind = Literal["main", "data", "control", "local"]

@@ -168,7 +168,9 @@ def operand(op: SimdOperand) -> str:
 
 
 def simd_config(c: SimdConfig) -> str:
-    sizes = " | ".join("[" + ", ".join(map(str, v)) + "]" for v in c.variants)
+    sizes = " | ".join("[" + ", ".join(map(str, v)) + "]" + (
+        f" if ({cond(g)})" if (g := c.guard(k)) is not None else "")
+        for k, v in enumerate(c.variants))
     d = operand(c.dst)
     a = [operand(s) for s in c.srcs]
     body = {

@@ -9,6 +9,7 @@ from math import prod
 
 from codegen.batching import ArrivalPlan, Batch, plan_arrivals
 from codegen.colors import colors_used, share_colors
+from codegen.configure import configurations_per_pe
 from codegen.cost import COSTS, box_volume, scalar_cycles, simd_cycles, simd_setup
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
@@ -136,8 +137,7 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
                       simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
                       arrivals=arrivals)
-        needed = max((sum(len(c.variants) for c in p.configs) for p in module.programs),
-                     default=0)
+        needed = max((configurations_per_pe(p) for p in module.programs), default=0)
         if needed <= max_configs:
             return module, decisions, arrivals
         # What each remaining use of SIMD saves per configuration, by the cost model: give

@@ -10,6 +10,7 @@ gets scalar loops and the decision records why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Literal
@@ -176,16 +177,18 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
         return (single,)
     if stmt.op == "max=":
         return single
-    terms = _terms(stmt.value, 1)
-    if terms is None:
-        return single
     dst = stmt.target.tensor
-    steps: list[OpShape] = []
 
     def leaf(v: Value) -> str | bool | None:
         if isinstance(v, Read):
             return None if v.tensor == trigger else v.tensor
         return None if isinstance(v, Const) else False
+
+    terms = _terms(stmt.value, 1)
+    if terms is None:
+        chain = _chain(stmt.value, dst, leaf) if stmt.op == "=" else None
+        return single if chain is None or len(chain) < 2 else tuple(chain)
+    steps: list[OpShape] = []
 
     for k, (sign, term) in enumerate(terms):
         first = k == 0 and stmt.op == "="
@@ -220,6 +223,81 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
     if len(steps) < 2:
         return single
     return tuple(steps)
+
+
+def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None]
+           ) -> list[OpShape] | None:
+    """Operations leaving ``value`` in ``dst``, or None: the value must be a spine of
+    binary operations each with a leaf on its other side (for + and -, also a product of
+    two leaves), negations allowed; ``max(h + b, 0)`` is ``dst = h + b; dst = max(dst,
+    0)``. Every operation rounds to the target's type as the reference does; operands of
+    +, * and max may swap sides (exact in IEEE arithmetic)."""
+    def one(op: str, srcs: tuple[Value, ...]) -> OpShape | None:
+        names = [leaf(v) for v in srcs]
+        scalars = [v for v, n in zip(srcs, names, strict=True) if n is None]
+        if False in names or len(scalars) > 1:
+            return None
+        return OpShape(op, dst, tuple(_src(n) for n in names), scalars[0] if scalars else None)
+
+    def on_dst(op: str, other: tuple[Value, ...], *, dst_first: bool = True
+               ) -> OpShape | None:
+        """``dst = dst op other`` (or ``other op dst``) with ``dst`` as an operand."""
+        shape = one(op, other)
+        if shape is None:
+            return None
+        srcs = (dst, *shape.srcs) if dst_first else (*shape.srcs, dst)
+        return OpShape(op, dst, srcs, shape.scalar)
+
+    def product(v: Value) -> tuple[Value, Value] | None:
+        if isinstance(v, Binary) and v.op == "*" and leaf(v.lhs) is not False \
+                and leaf(v.rhs) is not False:
+            return v.lhs, v.rhs
+        return None
+
+    src = leaf(value)
+    if src is not False:
+        first = one("fill" if src is None else "copy", (value,))
+        return None if first is None else [first]
+    if (pair := product(value)) is not None:
+        first = one("fmul", pair)
+        return None if first is None else [first]
+    match value:
+        case Unary(_, operand):
+            inner = _chain(operand, dst, leaf)
+            negate = on_dst("fmul", (Const(-1.0),))
+            return None if inner is None or negate is None else [*inner, negate]
+        case Binary(op, lhs, rhs):
+            name = {"+": "fadd", "-": "fsub", "*": "fmul", "max": "fmax"}[op]
+            if leaf(lhs) is not False and leaf(rhs) is not False:
+                first = one(name, (lhs, rhs))
+                return None if first is None else [first]
+            for spine, side, swapped in ((lhs, rhs, False), (rhs, lhs, True)):
+                if swapped and op == "-" and leaf(side) is False:
+                    continue
+                inner = _chain(spine, dst, leaf) if leaf(spine) is False else None
+                if inner is None:
+                    continue
+                last: OpShape | None
+                if leaf(side) is not False:
+                    last = on_dst(name, (side,), dst_first=not (swapped and op == "-"))
+                elif op in "+-" and (pair := product(side)) is not None:
+                    last = _negated_fmac(pair, one) if op == "-" else one("fmac", pair)
+                else:
+                    last = None
+                if last is not None:
+                    return [*inner, last]
+    return None
+
+
+def _negated_fmac(pair: tuple[Value, Value], one: Callable[[str, tuple[Value, ...]],
+                  OpShape | None]) -> OpShape | None:
+    """``dst -= a * b`` as ``dst += (-a) * b`` where ``a`` or ``b`` is a constant."""
+    a, b = pair
+    if isinstance(a, Const):
+        return one("fmac", (Const(-a.value), b))
+    if isinstance(b, Const):
+        return one("fmac", (a, Const(-b.value)))
+    return None
 
 
 def _terms(value: Value, sign: int) -> list[tuple[int, Value]] | None:
@@ -297,7 +375,27 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     if n == 0:
         return SimdDecision(False, "the instance set is zero-dimensional", compressed_case,
                             **common)  # type: ignore[arg-type]
-    outer_names = tuple(f"o{d}" for d in range(max(0, n - MAX_SIMD_DIMS)))
+    # The innermost dimensions (at most four) as one instruction; where they do not make
+    # one, fewer of them inside scalar loops over the others (a row at a time).
+    failures: list[str] = []
+    for k in range(max(0, n - MAX_SIMD_DIMS), n):
+        found = _decide_inner(pstmt, instances, steps, every, memory, context, box_hull,
+                              varying, comp, compressed_case, k)
+        if isinstance(found, SimdDecision):
+            return found
+        if not failures:
+            failures.append(found)
+    return SimdDecision(False, failures[0], compressed_case, **common)  # type: ignore[arg-type]
+
+
+def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
+                  every: OpShape, memory: Memory, context: isl.Set, box_hull: bool,
+                  varying: tuple[str, ...], comp: poly.Compression, compressed_case: Case,
+                  k: int) -> SimdDecision | str:
+    """The decision with the first ``k`` compressed dimensions as scalar loops, or why
+    the others are not one instruction."""
+    shape = steps[0]
+    outer_names = tuple(f"o{d}" for d in range(k))
     inner, outer = split_outer(comp.compressed, outer_names)
     index_like = (*poly.index_params(instances), *varying, *outer_names)
     ctx = context if outer is None else _with_outer(context, outer)
@@ -388,7 +486,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             if isinstance(result, SimdDecision):
                 return result
             failures.append(result)
-    return SimdDecision(False, "; ".join(failures), compressed_case, **common)  # type: ignore[arg-type]
+    return "; ".join(failures)
 
 
 def _multi_pw(ma: isl.MultiAff) -> isl.MultiPwAff:
@@ -525,7 +623,13 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
     if not variants:
         return "no non-empty size to enumerate"
     if len(variants) > MAX_SIMD_CONFIGS:
-        return f"{len(variants)} sizes, more than the {MAX_SIMD_CONFIGS} configurations a PE has"
+        # each PE sets up only the sizes it uses (codegen.configure)
+        per_pe = poly.most_overlapping([
+            enum.sizes.intersect(_point(enum.sizes.get_space(), v)).params()
+            for v in variants])
+        if per_pe > MAX_SIMD_CONFIGS:
+            return (f"{len(variants)} sizes, up to {per_pe} on one PE, more than the "
+                    f"{MAX_SIMD_CONFIGS} configurations a PE has")
     # The variant of an invocation: the position of its size among the variants, computed
     # from the size expression (one dimension may vary; several are linearized).
     dims = [d for d in range(len(variants[0])) if len({v[d] for v in variants}) > 1]
@@ -545,6 +649,18 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
         for k in reversed(range(len(ordered) - 1)):
             variant = ISel(Cmp("==", extent, IConst(ordered[k][d])), IConst(k), variant)
     return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d]))
+
+
+def _point(space: isl.Space, values: tuple[int, ...]) -> isl.Set:
+    """The set holding the one point ``values`` (any parameters)."""
+    point = isl.Set.universe(space)
+    ls = isl.LocalSpace.from_space(space)
+    for d, value in enumerate(values):
+        var = isl.Aff.var_on_domain(ls, isl.dim_type.set, d)
+        point = point.intersect(isl.Set.from_basic_set(isl.BasicSet.from_constraint(
+            isl.Constraint.equality_from_aff(var.add_constant_val(
+                isl.Val.int_from_si(space.get_ctx(), -value))))))
+    return point
 
 
 def flatten(ma: isl.MultiAff, shape: tuple[int, ...]) -> isl.Aff:

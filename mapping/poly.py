@@ -890,6 +890,30 @@ def enumerate_sizes(
     return SizeEnumeration(over_index, box, identifiers, entries)
 
 
+def most_overlapping(sets: Sequence[isl.Set]) -> int:
+    """The most of ``sets`` (in one space) that any one point lies in: e.g. the SIMD
+    configurations one PE needs, given the PEs needing each."""
+    weights: list[tuple[isl.Set, int]] = []
+    for s in sets:
+        for n, (known, w) in enumerate(weights):
+            if known.is_equal(s):
+                weights[n] = (known, w + 1)
+                break
+        else:
+            weights.append((s, 1))
+    if not weights:
+        return 0
+    pieces = [(isl.Set.universe(weights[0][0].get_space()), 0)]
+    for where, w in weights:
+        refined = []
+        for piece, count in pieces:
+            inside, outside = piece.intersect(where), piece.subtract(where)
+            refined += [(p, n) for p, n in ((inside, count + w), (outside, count))
+                        if not p.is_empty()]
+        pieces = refined
+    return max((n for _, n in pieces), default=0)
+
+
 def _shifted_offset(offset: isl.MultiAff, point: Sequence[int]) -> isl.MultiAff:
     ctx = offset.get_ctx()
     affs = [offset.get_at(d).add_constant_val(_val(ctx, value)) for d, value in enumerate(point)]

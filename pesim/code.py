@@ -163,6 +163,25 @@ def elementwise(op: str) -> Callable[[Any, Any, Any], Any]:
     }[op]
 
 
+class ConfigSetup:
+    """Which SIMD configuration variants a PE of a program sets up (their guards)."""
+
+    def __init__(self, program: PeProgram):
+        self.all = frozenset((c.name, k) for c in program.configs
+                             for k in range(len(c.variants)))
+        self.guarded = [((c.name, k), compile_cond(g)) for c in program.configs
+                        for k, g in enumerate(c.guards) if g is not None]
+
+    def variants(self, env: dict[str, int]) -> frozenset[tuple[str, int]]:
+        """(configuration, variant) pairs set up on the PE with coordinates ``env``."""
+        if not self.guarded:
+            return self.all
+        return self.all - {key for key, g in self.guarded if not g(env)}
+
+    def count(self, env: dict[str, int]) -> int:
+        return len(self.variants(env))
+
+
 class ProgramCode:
     """Every task of one program, compiled; SIMD variants are prepared on first use."""
 
@@ -175,7 +194,7 @@ class ProgramCode:
             dtype = compute_dtype(c, self.arrays)
             fabric = any(o.kind in ("in", "out") for o in (c.dst, *c.srcs))
             self.simd[c.name] = SimdInfo(c, dtype, config.simd_width(dtype), fabric)
-        self.setup_cycles = config.simd_config * sum(len(c.variants) for c in program.configs)
+        self.setup = ConfigSetup(program)
         self.tasks: dict[str, Code] = {t.name: self.block(t.body) for t in program.tasks}
         self.by_name: dict[str, Task] = {t.name: t for t in program.tasks}
         self.main = next((t for t in program.tasks if t.kind == "main"), None)
@@ -394,6 +413,9 @@ class ProgramCode:
             if not 0 <= v < len(info.config.variants):
                 raise core.error(f"run {name} selects variant {v}; simd {name} has variants "
                                  f"0..{len(info.config.variants) - 1}")
+            if core.configured is not None and (name, v) not in core.configured:
+                raise core.error(f"run {name} selects variant {v}, which this PE did not set "
+                                 "up (its guard does not hold here)")
             return v, {a: f(env) for a, f in bases.items()}
 
         if not info.fabric and scalar_gen is None:

@@ -346,7 +346,10 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def simd(self, meta: Any, children: list[Any]) -> tuple[SimdConfig, SourceLoc]:
         name, *rest = children
-        variants = tuple(rest[:-1])
+        variants = tuple(sizes for sizes, _ in rest[:-1])
+        guards = tuple(guard for _, guard in rest[:-1])
+        if all(g is None for g in guards):
+            guards = ()
         op, operands = rest[-1]
         ranks = {len(v) for v in variants}
         if len(ranks) != 1:
@@ -362,8 +365,12 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
         built = [self._operand(o, ndims, str(name)) for o in operands]
         if op == "copy" and built[1].kind == "scalar":
             op = "fill"
-        return (SimdConfig(str(name), op, variants, built[0], tuple(built[1:])),
+        return (SimdConfig(str(name), op, variants, built[0], tuple(built[1:]), guards),
                 self._tok(name))
+
+    def variant_sizes(self, meta: Any, children: list[Any]
+                      ) -> tuple[tuple[int, ...], Cond | None]:
+        return children[0], children[1]
 
     def _operand(self, op: _Operand, ndims: int, config: str) -> SimdOperand:
         if op.kind != "array":

@@ -527,6 +527,10 @@ class Core:
     def __init__(self, fabric: Fabric, pe: Pe, code: ProgramCode, env: dict[str, int],
                  arrays: dict[str, np.ndarray]):
         self.fabric, self.pe, self.code, self.env, self.arrays = fabric, pe, code, env, arrays
+        configured = code.setup.variants(env)
+        self.setup_cycles = fabric.config.simd_config * len(configured)
+        # None: every variant is set up (no guards), so runs need no check
+        self.configured = configured if code.setup.guarded else None
         self.flat = {name: a.reshape(-1) for name, a in arrays.items()}
         self.sim = fabric.env
         self.config = fabric.config
@@ -601,10 +605,10 @@ class Core:
 
     def process(self) -> Gen:
         code = self.code
-        if code.main is not None or code.setup_cycles:
+        if code.main is not None or self.setup_cycles:
             self.start = 0
-            self.clock = code.setup_cycles
-            self.busy += code.setup_cycles
+            self.clock = self.setup_cycles
+            self.busy += self.setup_cycles
             if code.main is not None:
                 yield from self.execute(code.main)
             yield from self.sync()

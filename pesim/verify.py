@@ -48,6 +48,7 @@ from codegen.peir import (
 )
 from lair.diagnostics import SimulationError, SourceLoc
 from mapping.poly import points
+from pesim.code import ConfigSetup
 from pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
 from pesim.fabric import FabricConfig
 from pesim.isltext import (
@@ -247,9 +248,7 @@ class _Verifier:
             self.simd(p, c, data_colors)
             count += len(c.variants)
         if count > self.config.max_simd_configs:
-            raise self.fail(f"program {pn} sets up {count} SIMD configurations (counting size "
-                            f"variants); a PE has at most {self.config.max_simd_configs}",
-                            "program", pn)
+            self.config_budget(p)
         for t in p.tasks:
             scope = set(PE_PARAMS) | {v.name for v in p.ints}
             if t.kind == "data" and t.sparse:
@@ -388,11 +387,35 @@ class _Verifier:
             raise self.fail(f"task {t.name} lands batches of {t.batch} wavelets in "
                             f"'{land.name}', which holds {prod(land.shape)} elements", *key)
 
+    def config_budget(self, p: PeProgram) -> None:
+        """No PE sets up more SIMD configurations (size variants counted) than it has."""
+        setup = ConfigSetup(p)
+        ox, oy = p.origin
+        for x, y in program_pes(p, self.module.width, self.module.height):
+            count = setup.count({"PE_X": x - ox, "PE_Y": y - oy})
+            if count > self.config.max_simd_configs:
+                raise self.fail(f"{pe_name(x, y)} (program {p.name}) sets up {count} SIMD "
+                                "configurations (counting size variants); a PE has at most "
+                                f"{self.config.max_simd_configs}", "program", p.name)
+
     def simd(self, p: PeProgram, c: SimdConfig, data_colors: set[int | None]) -> None:
         key = ("simd", p.name, c.name)
         arrays = {a.name: a for a in p.arrays}
         if not c.variants:
             raise self.fail(f"simd {c.name} has no sizes", *key)
+        if c.guards and len(c.guards) != len(c.variants):
+            raise self.fail(f"simd {c.name} has {len(c.guards)} guards for {len(c.variants)} "
+                            "size variants; expected one per variant", *key)
+        for g in c.guards:
+            if g is None:
+                continue
+            unknown = sorted({n for e in cond_iexprs(g) for n in iexpr_names(e)}
+                             - set(PE_PARAMS))
+            if unknown:
+                raise self.fail(f"the guard of a variant of simd {c.name} uses '{unknown[0]}'; "
+                                "a guard may use only PE_X and PE_Y", *key)
+            for e in cond_iexprs(g):
+                self.iexpr(e, set(PE_PARAMS), "a SIMD guard", *key)
         ndims = len(c.variants[0])
         for sizes in c.variants:
             if len(sizes) != ndims:

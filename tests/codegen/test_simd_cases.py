@@ -8,6 +8,7 @@ import islpy as isl
 import pytest
 from conftest import EXAMPLES
 
+from codegen.configure import configurations_per_pe
 from codegen.driver import compile_file
 from codegen.pipeline import Compilation, compile_mapping
 from lair.diagnostics import UnsupportedMappingError
@@ -95,15 +96,22 @@ def test_too_many_configurations_fall_back_to_scalar() -> None:
         assert c.module is not None
         return sum(len(cfg.variants) for p in c.module.programs for cfg in p.configs)
 
-    # fill (1) + the three roles of the reduction chain (3) + the multiply-add (1)
-    assert configs(compile_mapping(program, mapping)) == 5
-    # Four fit once the fill is a loop.
-    c = compile_mapping(program, mapping, max_configs=4)
-    assert c.decisions is not None and c.decisions["gemv_on_x"].used and configs(c) == 4
-    # With three, the outputs become scalar loops: the cost model predicts they save
+    def per_pe(c: Compilation) -> int:
+        assert c.module is not None
+        return max(configurations_per_pe(p) for p in c.module.programs)
+
+    # fill (1) + the three roles of the reduction chain (3) + the multiply-add (1); each
+    # PE sets up one of the chain's roles (paper §5.4: only what it needs)
+    c = compile_mapping(program, mapping)
+    assert (configs(c), per_pe(c)) == (5, 3)
+    # Two fit once the fill is a loop.
+    c = compile_mapping(program, mapping, max_configs=2)
+    assert c.decisions is not None and c.decisions["gemv_on_x"].used
+    assert (configs(c), per_pe(c)) == (4, 2)
+    # With one, the outputs become scalar loops: the cost model predicts they save
     # less per configuration than the multiply-add, whose batches stay (they need no
     # more configurations than the per-wavelet instruction).
-    c = compile_mapping(program, mapping, max_configs=3)
+    c = compile_mapping(program, mapping, max_configs=1)
     assert c.decisions is not None and c.decisions["gemv_on_x"].used and configs(c) == 1
     assert c.arrivals is not None and c.arrivals.batches
     # With none, the compute task gives up SIMD too, and says why.

@@ -85,7 +85,8 @@ def every_construct() -> PeModule:
     )
     configs = (
         SimdConfig("mac", "fmac", ((8, 2), (4, 1)), SimdOperand("array", "acc", (1, 0)),
-                   (SimdOperand("array", "w", (4, -1)), SimdOperand("scalar"))),
+                   (SimdOperand("array", "w", (4, -1)), SimdOperand("scalar")),
+                   (None, Cmp("<", IVar("PE_Y"), IConst(3)))),
         SimdConfig("chain", "fadd", ((8,),), SimdOperand("out", color=2),
                    (SimdOperand("array", "acc", (1,)), SimdOperand("in", color=1))),
         SimdConfig("zero", "fill", ((8,),), SimdOperand("array", "acc", (1,)),
@@ -221,7 +222,13 @@ def simd_configs(draw: st.DrawFn) -> SimdConfig:
         srcs = (draw(st.one_of(arrays(), colors.map(lambda c: SimdOperand("in", color=c)))),)
     else:
         srcs = (draw(source), draw(source))
-    return SimdConfig(draw(names), op, variants, dst, srcs)
+    guards: tuple[Cond | None, ...] = ()
+    if draw(st.booleans()):
+        guards = tuple(draw(st.lists(st.one_of(st.none(), CONDS), min_size=len(variants),
+                                     max_size=len(variants))))
+        if all(g is None for g in guards):
+            guards = ()
+    return SimdConfig(draw(names), op, variants, dst, srcs, guards)
 
 
 @st.composite

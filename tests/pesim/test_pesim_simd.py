@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from pesim_support import sim
 
+from lair.diagnostics import SimulationError
 from pesim.verify import ModuleError
 
 SIMD = """
@@ -144,3 +145,61 @@ program right origin PE[2, 0] pes { PE[0, 0] }
     bias = np.array([10, 20, 30, 40, 50], np.float16)
     result = sim(text, {"x": x, "B": bias}, {"y": ((5,), "float16")})
     assert np.array_equal(result.outputs["y"], x + bias)
+
+
+GUARDED = """
+module guarded
+mesh PE[2, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  array float32 a[4] offset [4 * PE_X] store Y;
+  simd left [4]GUARD0: a[i0] = scalar;
+  simd both [2]GUARD1 | [4]GUARD2: a[i0] = a[i0] + a[i0];
+  task main {
+    if (PE_X == 0) {
+      run left {a: 0} (1.5);
+    }
+    run both variant(1 - PE_X) {a: 0};
+    LATE
+  }
+}
+"""
+GUARDS = {"GUARD0": " if (PE_X == 0)", "GUARD1": " if (PE_X == 1)", "GUARD2": " if (PE_X == 0)",
+          "LATE": ""}
+
+
+def _guarded(**replace: str) -> str:
+    text = GUARDED
+    for key, value in {**GUARDS, **replace}.items():
+        text = text.replace(key, value)
+    return text
+
+
+def test_a_pe_sets_up_only_the_variants_whose_guard_holds() -> None:
+    outputs = {"Y": ((8,), "float32")}
+    guarded = sim(_guarded(), {}, outputs)
+    everywhere = sim(_guarded(GUARD0="", GUARD1="", GUARD2=""), {}, outputs)
+    np.testing.assert_array_equal(guarded.outputs["Y"], [3, 3, 3, 3, 0, 0, 0, 0])
+    np.testing.assert_array_equal(everywhere.outputs["Y"], guarded.outputs["Y"])
+    config = 8  # cycles per variant set up
+    # PE[0, 0] sets up 2 of the 3 variants, PE[1, 0] one
+    assert everywhere.pes[(0, 0)].busy - guarded.pes[(0, 0)].busy == config
+    assert everywhere.pes[(1, 0)].busy - guarded.pes[(1, 0)].busy == 2 * config
+
+
+def test_the_configuration_budget_counts_per_pe() -> None:
+    outputs = {"Y": ((8,), "float32")}
+    sim(_guarded(), {}, outputs, max_simd_configs=2)
+    with pytest.raises(ModuleError, match=r"PE\[0, 0\] \(program p\) sets up 3 SIMD"):
+        sim(_guarded(GUARD0="", GUARD1="", GUARD2=""), {}, outputs, max_simd_configs=2)
+
+
+def test_running_a_variant_the_pe_did_not_set_up_is_an_error() -> None:
+    with pytest.raises(SimulationError, match="did not set up"):
+        sim(_guarded(LATE="run left {a: 0} (0.0);"), {}, {"Y": ((8,), "float32")})
+
+
+def test_a_simd_guard_may_use_only_the_pe_coordinates() -> None:
+    with pytest.raises(ModuleError, match="guard of a variant of simd left uses 'n'"):
+        sim(_guarded(GUARD0=" if (n == 0)").replace("{\n  array", "{\n  int n = 0;\n  array"),
+            {}, {"Y": ((8,), "float32")})

@@ -1,0 +1,144 @@
+"""Set up each SIMD configuration only on the PEs whose code can run it (paper §5.4).
+
+The paper: "each PE should ideally only perform SIMD configurations for sizes that it
+needs". A program's code is shared by a class of PEs, but its instructions mostly run
+under conditions on ``PE_X``/``PE_Y`` (the PEs holding a task's instances, the end of a
+reduction chain, a border's size variant). This pass reads those conditions back as isl
+sets and guards every size variant of every configuration with the PEs that can reach a
+``run`` selecting it. The guard is a superset: conditions on anything but the PE
+coordinates count as "maybe", and the simulator rejects a run of a variant its PE did not
+set up, so a wrong guard cannot go unnoticed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from codegen.islast import condition_of
+from codegen.peir import (
+    Cond,
+    For,
+    IExpr,
+    If,
+    IVar,
+    PeProgram,
+    Run,
+    Stmt,
+)
+from codegen.scancheck import ScanError, cond_set, quasi_affine
+from mapping import poly
+from pesim.expr import cond_iexprs, iexpr_names
+
+PE_ONLY = frozenset(poly.PE_NAMES)
+
+
+def guard_configurations(program: PeProgram) -> PeProgram:
+    """``program`` with a guard on each size variant: the PEs that may run it."""
+    if not program.configs:
+        return program
+    pes = program_pes(program)
+    reach: dict[tuple[str, int], isl.Set] = {}
+    variants = {c.name: len(c.variants) for c in program.configs}
+    for task in program.tasks:
+        _walk(task.body, pes, variants, reach)
+    configs = []
+    for c in program.configs:
+        guards = tuple(_guard(reach.get((c.name, k)), pes) for k in range(len(c.variants)))
+        configs.append(replace(c, guards=() if all(g is None for g in guards) else guards))
+    return replace(program, configs=tuple(configs))
+
+
+def configurations_per_pe(program: PeProgram) -> int:
+    """The most size variants any PE of ``program`` sets up."""
+    pes = program_pes(program)
+    return poly.most_overlapping([
+        pes if (g := c.guard(k)) is None else cond_set(g, pes.get_space()).intersect(pes)
+        for c in program.configs for k in range(len(c.variants))])
+
+
+def program_pes(program: PeProgram) -> isl.Set:
+    """The program's PEs as a set of parameter values ``PE_X``, ``PE_Y`` (relative)."""
+    pes = isl.Set(program.pes)
+    return pes.bind(poly.multi_id(pes.get_space(), poly.PE_NAMES))
+
+
+def _guard(reached: isl.Set | None, pes: isl.Set) -> Cond | None:
+    if reached is None:
+        return condition_of(isl.Set.empty(pes.get_space()), pes)
+    return condition_of(reached.coalesce(), pes)
+
+
+def _walk(body: tuple[Stmt, ...], where: isl.Set, variants: dict[str, int],
+          reach: dict[tuple[str, int], isl.Set]) -> None:
+    """Record in ``reach`` where each variant may run. ``where`` is a set of parameter
+    values: the PE coordinates and the enclosing loops' variables."""
+    if where.is_empty():
+        return
+    for s in body:
+        match s:
+            case If(cond, then, orelse):
+                holds = _known_set(cond, where)
+                if holds is None:
+                    _walk(then, where, variants, reach)
+                    _walk(orelse, where, variants, reach)
+                else:
+                    _walk(then, where.intersect(holds), variants, reach)
+                    _walk(orelse, where.subtract(holds), variants, reach)
+            case For(var, lo, hi, inner):
+                n = where.dim(isl.dim_type.param)
+                inside = where.add_dims(isl.dim_type.param, 1).set_dim_name(
+                    isl.dim_type.param, n, var)
+                low, high = _known_value(lo, inside), _known_value(hi, inside)
+                if low is not None and high is not None:
+                    loop = _known_value(IVar(var), inside)
+                    assert loop is not None
+                    inside = inside.intersect(low.le_set(loop)).intersect(loop.le_set(high))
+                _walk(inner, inside, variants, reach)
+            case Run(config, _, _, variant):
+                for k in range(variants.get(config, 0)):
+                    at = where
+                    if variant is not None:
+                        value = _known_value(variant, where)
+                        if value is not None:
+                            at = where.intersect(value.eq_set(_constant(k, where)))
+                    if at.is_empty():
+                        continue
+                    at = poly.project_out_params(at, [
+                        str(at.get_dim_name(isl.dim_type.param, d))
+                        for d in range(at.dim(isl.dim_type.param))
+                        if at.get_dim_name(isl.dim_type.param, d) not in PE_ONLY])
+                    key = (config, k)
+                    reach[key] = at if key not in reach else reach[key].union(at)
+
+
+def _names(where: isl.Set) -> set[str]:
+    return {str(where.get_dim_name(isl.dim_type.param, d))
+            for d in range(where.dim(isl.dim_type.param))}
+
+
+def _known_set(cond: Cond, where: isl.Set) -> isl.Set | None:
+    """Where ``cond`` holds, if it depends only on the PE and loop variables."""
+    names = {n for e in cond_iexprs(cond) for n in iexpr_names(e)}
+    if not names <= _names(where):
+        return None
+    try:
+        return cond_set(cond, where.get_space())
+    except ScanError:  # not quasi-affine: count it as "maybe"
+        return None
+
+
+def _known_value(e: IExpr, where: isl.Set) -> isl.PwAff | None:
+    if not set(iexpr_names(e)) <= _names(where):
+        return None
+    try:
+        return quasi_affine(e, [], where.get_space())
+    except ScanError:
+        return None
+
+
+def _constant(k: int, where: isl.Set) -> isl.PwAff:
+    ls = isl.LocalSpace.from_space(where.get_space())
+    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls).set_constant_val(
+        isl.Val.int_from_si(where.get_ctx(), k)))

@@ -1,0 +1,103 @@
+"""A statement split into SIMD operations computes what the reference computes.
+
+``op_steps`` turns a statement into operations that leave partial results in the
+target; the property: run those operations elementwise as the simulator does and the
+result equals the reference interpreter's, bit for bit (every operation rounds to the
+target's type in the same order, or swaps the operands of +, * or max).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from codegen.simd import OpShape, op_steps
+from lair.graph import AffineExpr, Binary, Const, Read, Stmt, TensorAccess, Unary, Value
+from lair.interp import _evaluate
+from pesim.code import elementwise
+
+TENSORS = ("a", "b", "c", "d")
+N = 16
+I = AffineExpr.make({"i": 1})
+
+LEAVES: st.SearchStrategy[Value] = st.one_of(
+    st.sampled_from(TENSORS).map(Read),
+    st.sampled_from([0.0, 1.0, -2.0, 0.5, 3.0]).map(Const))
+VALUES: st.SearchStrategy[Value] = st.recursive(
+    LEAVES,
+    lambda inner: st.one_of(
+        inner.map(lambda v: Unary("neg", v)),
+        st.builds(Binary, st.sampled_from(["+", "-", "*", "max"]), inner, inner)),
+    max_leaves=6)
+
+
+def _stmt(op: str, value: Value) -> Stmt:
+    reads = tuple(TensorAccess(t, (I,)) for t in TENSORS)
+    return Stmt("s", "s", ("i",), (N,), op, TensorAccess("y", (I,)), reads, value)  # type: ignore[arg-type]
+
+
+def _run(steps: tuple[OpShape, ...], y: np.ndarray, arrays: dict[str, np.ndarray],
+         trigger_value: np.float16) -> np.ndarray:
+    y = y.copy()
+    for step in steps:
+        def operand(name: str | None) -> np.ndarray | np.float16:
+            if name is None:
+                assert step.scalar is not None
+                return np.float16(step.scalar.value) if isinstance(step.scalar, Const) \
+                    else trigger_value
+            return y if name == "y" else arrays[name]
+        srcs = [operand(s) for s in step.srcs]
+        a, b = (srcs + [None, None])[:2]
+        y = np.asarray(elementwise(step.op)(y, a, b), dtype=np.float16) * np.ones(
+            N, np.float16)
+    return y
+
+
+MAX_AB = Binary("max", Read("a"), Read("b"))
+
+
+@settings(max_examples=300, deadline=None)
+@example(Binary("-", Read("c"), MAX_AB), "=", None, 1)
+@example(Unary("neg", MAX_AB), "=", "a", 2)
+@example(Binary("-", Binary("*", MAX_AB, Const(2.0)), Binary("*", Const(0.5), Read("c"))),
+         "=", None, 3)
+@example(Binary("max", Read("d"), Binary("*", Read("c"), MAX_AB)), "=", None, 4)
+@given(VALUES, st.sampled_from(["=", "+="]), st.sampled_from([None, "a"]),
+       st.integers(0, 2**32 - 1))
+def test_split_statements_compute_the_reference(value: Value, op: str, trigger: str | None,
+                                                seed: int) -> None:
+    steps = op_steps(_stmt(op, value), trigger)
+    if isinstance(steps, str):
+        return
+    rng = np.random.default_rng(seed)
+    arrays = {t: (rng.integers(-64, 64, N) / 8).astype(np.float16) for t in TENSORS}
+    trigger_value = np.float16(rng.integers(-64, 64) / 8)
+    if trigger is not None:  # the arriving value is the same for every instance
+        arrays[trigger] = np.full(N, trigger_value, np.float16)
+    y0 = (rng.integers(-64, 64, N) / 8).astype(np.float16)
+    expected = _evaluate(value, arrays, lambda t: slice(None), np.float16) * np.ones(
+        N, np.float16)
+    if op == "+=":
+        expected = (y0 + expected).astype(np.float16)
+    got = _run(steps, y0, arrays, trigger_value)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_relu_of_a_sum_is_two_operations() -> None:
+    value = Binary("max", Binary("+", Read("a"), Read("b")), Const(0.0))
+    steps = op_steps(_stmt("=", value), None)
+    assert not isinstance(steps, str)
+    assert [(s.op, s.srcs) for s in steps] == [("fadd", ("a", "b")), ("fmax", ("y", None))]
+
+
+def test_a_residual_after_the_relu_is_a_third() -> None:
+    value = Binary("+", Binary("max", Binary("+", Read("a"), Read("b")), Const(0.0)), Read("c"))
+    steps = op_steps(_stmt("=", value), None)
+    assert not isinstance(steps, str)
+    assert [s.op for s in steps] == ["fadd", "fmax", "fadd"]
+
+
+def test_two_compound_operands_need_a_temporary_and_are_not_split() -> None:
+    value = Binary("max", Binary("+", Read("a"), Read("b")), Binary("-", Read("c"), Read("d")))
+    assert isinstance(op_steps(_stmt("=", value), None), str)
