@@ -299,6 +299,7 @@ class _ComputeBuilder:
     extra_arrays: list[Array] = field(default_factory=list)
     ints: list[IntVar] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
+    inits: dict[str, float] = field(default_factory=dict)  # array -> initial value
 
     @property
     def region(self) -> Region:
@@ -369,7 +370,8 @@ class _ComputeBuilder:
                     written = written.union(totals).coalesce()
             store_set = str(written) if written is not None else None
         return Array(local.name, local.dtype, local.size, exprs,
-                     local.tensor if local.resident_input else None, None, store, store_set)
+                     local.tensor if local.resident_input else None, None, store, store_set,
+                     self.inits.get(local.name))
 
     def _written(self, tensor: str) -> isl.Set | None:
         result: isl.Set | None = None
@@ -394,6 +396,11 @@ class _ComputeBuilder:
                 continue
             neutral = FConst(NEUTRAL[pstmt.stmt.op])
             size = local.size
+            if not local.resident_input:
+                # a static initializer: in the program image, like loaded elements
+                if neutral.value != 0.0:
+                    self.inits[local.name] = neutral.value
+                continue
             if self.simd_fill and 0 < len(size) <= 4 and elementwise_simd_pays(
                     size, local.dtype, ops=0):
                 name = f"fill_{local.name}"

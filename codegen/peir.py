@@ -214,6 +214,8 @@ class Array:
     ``load`` names an input tensor copied in before ``main`` (every element of the box
     that lies inside the tensor, or only those of ``load_set`` when given); ``store``
     names an output tensor whose elements in ``store_set`` are read back after the run.
+    Elements not loaded start at ``init`` (0 unless given): a static initializer, part
+    of the program image like the loaded elements, as CSL's ``@zeros``/``@constants``.
     """
 
     name: str
@@ -224,6 +226,7 @@ class Array:
     load_set: str | None = None
     store: str | None = None
     store_set: str | None = None
+    init: float | None = None
 
     @property
     def bytes(self) -> int:

@@ -189,6 +189,8 @@ def array(a: Array) -> str:
     text = f"array {a.dtype} {a.name}" + ("".join(f"[{n}]" for n in a.shape) or "[]")
     if a.offset:
         text += " offset [" + ", ".join(iexpr(o) for o in a.offset) + "]"
+    if a.init is not None:
+        text += f" init {fexpr(FConst(a.init))}"
     if a.load:
         text += f" load {a.load}" + (f" {a.load_set}" if a.load_set else "")
     if a.store:

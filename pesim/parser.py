@@ -307,13 +307,20 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
         return -self._int(children[0])
 
     def array(self, meta: Any, children: list[Any]) -> tuple[Array, SourceLoc]:
-        dtype, name, shape, offset, load, store = children
+        dtype, name, shape, offset, init, load, store = children
         load_name, load_set, load_loc = load if load is not None else (None, None, None)
         store_name, store_set, store_loc = store if store is not None else (None, None, None)
         array = Array(str(name), str(dtype.children[0]), shape, tuple(offset or ()),
-                      load_name, load_set, store_name, store_set)
+                      load_name, load_set, store_name, store_set, init)
         self.clause_locs[id(array)] = (load_loc, store_loc)
         return array, self._tok(name)
+
+    def init(self, meta: Any, children: list[FExpr]) -> float:
+        value = children[0]
+        if not isinstance(value, FConst):
+            raise PeSyntaxError("an array's initial value is a constant such as 0.0 or -inf",
+                                self._loc(meta))
+        return value.value
 
     def dims(self, meta: Any, children: list[Token]) -> tuple[int, ...]:
         return tuple(self._int(c) for c in children)

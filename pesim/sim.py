@@ -1119,7 +1119,8 @@ class _Run:
 
     def array(self, program: PeProgram, a: Array, env: dict[str, int],
               offset_fns: list[Callable[[dict[str, int]], int]]) -> np.ndarray:
-        local = np.zeros(a.shape, dtype=NUMPY[a.dtype])
+        local = np.zeros(a.shape, dtype=NUMPY[a.dtype]) if a.init is None else np.full(
+            a.shape, a.init, dtype=NUMPY[a.dtype])
         if a.load is None:
             return local
         user = f"array {a.name} of program {program.name}"

@@ -19,7 +19,7 @@ from pesim.code import elementwise
 
 TENSORS = ("a", "b", "c", "d")
 N = 16
-I = AffineExpr.make({"i": 1})
+ITER = AffineExpr.make({"i": 1})
 
 LEAVES: st.SearchStrategy[Value] = st.one_of(
     st.sampled_from(TENSORS).map(Read),
@@ -33,22 +33,18 @@ VALUES: st.SearchStrategy[Value] = st.recursive(
 
 
 def _stmt(op: str, value: Value) -> Stmt:
-    reads = tuple(TensorAccess(t, (I,)) for t in TENSORS)
-    return Stmt("s", "s", ("i",), (N,), op, TensorAccess("y", (I,)), reads, value)  # type: ignore[arg-type]
+    reads = tuple(TensorAccess(t, (ITER,)) for t in TENSORS)
+    return Stmt("s", "s", ("i",), (N,), op, TensorAccess("y", (ITER,)), reads, value)  # type: ignore[arg-type]
 
 
 def _run(steps: tuple[OpShape, ...], y: np.ndarray, arrays: dict[str, np.ndarray],
          trigger_value: np.float16) -> np.ndarray:
     y = y.copy()
     for step in steps:
-        def operand(name: str | None) -> np.ndarray | np.float16:
-            if name is None:
-                assert step.scalar is not None
-                return np.float16(step.scalar.value) if isinstance(step.scalar, Const) \
-                    else trigger_value
-            return y if name == "y" else arrays[name]
-        srcs = [operand(s) for s in step.srcs]
-        a, b = (srcs + [None, None])[:2]
+        scalar = trigger_value if not isinstance(step.scalar, Const) else np.float16(
+            step.scalar.value)
+        srcs = [scalar if s is None else y if s == "y" else arrays[s] for s in step.srcs]
+        a, b = [*srcs, None, None][:2]
         y = np.asarray(elementwise(step.op)(y, a, b), dtype=np.float16) * np.ones(
             N, np.float16)
     return y

@@ -107,7 +107,7 @@ def every_construct() -> PeModule:
             Array("w", "float16", (8, 4), (IBin("*", IConst(8), IVar("PE_Y")),
                                            IBin("*", IConst(4), px)), "W"),
             Array("acc", "float32", (8,), (IBin("*", IConst(8), IVar("PE_Y")),),
-                  store="y", store_set="{ y[i] : PE_X = 3 }"),
+                  store="y", store_set="{ y[i] : PE_X = 3 }", init=float("-inf")),
             Array("tmp", "float16", (2, 2, 2), load="T", load_set="{ T[a, b, c] : a = b }",
                   store="U"),
         ),
@@ -245,7 +245,8 @@ def programs(draw: st.DrawFn) -> PeProgram:
         Array, names, st.sampled_from(["float16", "float32"]),
         st.lists(st.integers(1, 64), min_size=1, max_size=3).map(tuple),
         st.lists(IEXPRS, max_size=2).map(tuple),
-        st.one_of(st.none(), names), st.just(None), st.one_of(st.none(), names), st.just(None))
+        st.one_of(st.none(), names), st.just(None), st.one_of(st.none(), names), st.just(None),
+        st.one_of(st.none(), st.sampled_from([0.0, 1.5, -2.0, float("inf"), float("-inf")])))
     route = st.builds(Route, colors, st.sampled_from(["N", "S", "E", "W", "RAMP"]),
                       st.lists(st.sampled_from(["N", "S", "E", "W", "RAMP"]), min_size=1,
                                max_size=3, unique=True).map(tuple),

@@ -203,3 +203,22 @@ def test_a_simd_guard_may_use_only_the_pe_coordinates() -> None:
     with pytest.raises(ModuleError, match="guard of a variant of simd left uses 'n'"):
         sim(_guarded(GUARD0=" if (n == 0)").replace("{\n  array", "{\n  int n = 0;\n  array"),
             {}, {"Y": ((8,), "float32")})
+
+
+def test_arrays_start_at_their_initial_value() -> None:
+    text = """
+module init
+mesh PE[1, 1]
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 m[4] init -inf store Y;
+  array float32 z[2] store Z;
+  task main {
+    m[1] max= 2.0;
+  }
+}
+"""
+    result = sim(text, {}, {"Y": ((4,), "float32"), "Z": ((2,), "float32")})
+    np.testing.assert_array_equal(result.outputs["Y"], [-np.inf, 2, -np.inf, -np.inf])
+    np.testing.assert_array_equal(result.outputs["Z"], [0, 0])
+    assert result.pes[(0, 0)].busy < 10  # no fill: the values are in the program image
