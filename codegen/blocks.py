@@ -39,6 +39,7 @@ from codegen.peir import (
     Stmt,
 )
 from codegen.simd import row_major
+from codegen.turns import TurnOrder
 from lair.lower import CTX
 from mapping import poly
 from mapping.flows import Exchange, Region
@@ -63,7 +64,7 @@ class BlockExchange:
 
 
 def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str, got: str,
-                   position: IExpr) -> BlockExchange | None:
+                   turns: TurnOrder) -> BlockExchange | None:
     """The block protocol for ``ex``, or None where the general one is needed (partial
     sums, blocks of different sizes or shapes, receivers that keep only part of them)."""
     if ex.reduce:
@@ -87,16 +88,10 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     kept = poly.box_map(local.array.box)
     received, kept = poly.align_params(received, kept)
     whole = received.is_subset(kept)
-    # The j-th block received comes from the j-th PE of the line, skipping this one.
+    # The j-th block received comes from the j-th sender of the line, skipping this PE.
     j = IVar(got)
-    sender = normalize(ISel(Cmp(">=", j, position), IBin("+", j, IConst(1)), j))
-    if ex.axis == "row":
-        at: dict[str, IExpr] = {"PE_X": sender}
-    elif ex.axis == "column":
-        at = {"PE_Y": sender}
-    else:
-        width = IConst(region.width)
-        at = {"PE_X": IBin("%", sender, width), "PE_Y": IBin("//", sender, width)}
+    sender = normalize(ISel(Cmp(">=", j, turns.position), IBin("+", j, IConst(1)), j))
+    at = turns.sender(sender)
     origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
     offset = local.offset_aff()
     mine = [aff_expr(offset.get_at(d), context) for d in range(len(box.size))]
@@ -124,7 +119,9 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         theirs = [substitute(o, at) for o in origin]
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
             recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),))
-    parts = _parts(ex, local, region, got, position, box.size, land, name)
+    if not turns.every:
+        return None  # (the parts are worked out for turns of every PE of the line)
+    parts = _parts(ex, local, region, got, turns.position, box.size, land, name)
     if parts is None:
         return None
     configs, receive = parts

@@ -64,6 +64,7 @@ from codegen.peir import (
 )
 from codegen.routes import broadcast_routes, tree_routes
 from codegen.simd import Operand, SimdDecision, flat_aff, flatten, row_major
+from codegen.turns import TurnOrder, every_pe, turn_order
 from lair.diagnostics import CompilerBug
 from lair.graph import Binary, Const, Read, Unary, Value
 from lair.lower import CTX, PolyStatement
@@ -706,11 +707,7 @@ class _ComputeBuilder:
         self.ints.extend([IntVar(got), IntVar(sent)])
         c = ex.color
         context = self.region.context()
-        pos: IExpr
         if ex.axis == "region":
-            pos = _simplify(IBin("+", IBin("*", IVar("PE_Y"), IConst(self.region.width)),
-                                 IVar("PE_X")))
-            length = self.region.width * self.region.height
             self.routes += broadcast_routes(c, self.region.width, self.region.height, context)
         else:
             row = ex.axis == "row"
@@ -726,12 +723,18 @@ class _ComputeBuilder:
                 Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
                 Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
             ]
-        block = block_exchange(ex, local, self.region, name=t, got=got, position=pos) if (
-            self._simd_out("exchange", ex.tensor)) else None
+        turns = turn_order(ex, self.region)
+        block = None
+        if self._simd_out("exchange", ex.tensor):
+            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
+            if block is None and not turns.every:  # blocks kept in part: every PE's turn
+                block = block_exchange(ex, local, self.region, name=t, got=got,
+                                       turns=every_pe(self.region, ex.axis))
+                turns = every_pe(self.region, ex.axis) if block is not None else turns
         if block is not None:
             self.configs.extend(block.configs)
             self.extra_arrays.append(block.land)
-            self._turns(ex, k, after, pos, length,
+            self._turns(ex, k, after, turns,
                         (*block.send, SendEnd(c), SetInt(sent, "=", IConst(1))),
                         Task(f"share_{t}", "data", block.receive, c, False, block.size,
                              block.land.name))
@@ -772,20 +775,22 @@ class _ComputeBuilder:
             return [Send(c, Load(local.name, index), _simplify(flat))]
 
         sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
-        self._turns(ex, k, after, pos, length, sending, Task(f"share_{t}", "data", keep, c, True))
+        self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
 
-    def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], pos: IExpr, length: int,
+    def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], turns: TurnOrder,
                sending: Sequence[Stmt], share: Task) -> None:
-        """The tasks taking turns: a PE sends once all PEs before it in its line have sent
-        (it has received that many blocks); ``after`` runs once it has them all."""
+        """The tasks taking turns: a sender sends once all senders before it in its line
+        have (it has received that many end marks); ``after`` runs once a PE has every
+        other sender's end mark (and sent its own)."""
         t = _exchange_name(ex)
         got, sent, c = f"got_{t}", f"sent_{t}", ex.color
         phase_k = Cmp("==", IVar("phase"), IConst(k))
+        mine = BoolOp("&&", Cmp("==", IVar(sent), IConst(0)), Cmp("==", IVar(got),
+                                                                    _simplify(turns.rank)))
+        holder = turns.holder
         turn = (If(phase_k, (
-            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(0)), Cmp("==", IVar(got), pos)),
-               tuple(sending)),
-            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(1)),
-                      Cmp("==", IVar(got), IConst(length - 1))),
+            If(mine if holder is None else BoolOp("&&", holder, mine), tuple(sending)),
+            If(Cmp("==", _simplify(IBin("+", IVar(got), IVar(sent))), _simplify(turns.count)),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
         self.extra_tasks += [

@@ -8,6 +8,8 @@ import pytest
 
 from codegen.driver import compile_file
 from codegen.peir import If
+from codegen.peprint import module as module_text
+from codegen.peprint import task as task_text
 from pesim.run import run_program
 
 ROW_LAIR = """
@@ -135,3 +137,49 @@ def test_examples_exchange_protocols(example: str, protocol: str) -> None:
     tasks = [t for p in compiled.module.programs for t in p.tasks
              if t.name.startswith("share_")]
     assert tasks and {"block" if t.batch else "pairs" for t in tasks} == {protocol}
+
+
+GEMV_TRANSPOSED = """
+lair g(): float32 W[16][16], float32 x[16] -> float32 y[16]
+{ all (i, j) in (16, 16) y[i] += W[i][j] * x[j] }
+"""
+# Row b's chain totals end at PE[3, b]; y's block b leaves south of column b: the
+# totals cross the region, from the last column only.
+HOLDERS = {
+    "last_column_to_columns": (GEMV_TRANSPOSED, """
+        rectangle { PE[4, 4] }
+        placement { g[i, j] -> PE[j//4, i//4] }
+        input x sparse { x[j = 0:15] -> [PE[1, -1] -> index[j]] }
+        input W resident
+        output y dense { y[i = 0:15] -> [PE[i//4, 4] -> index[i mod 4]] }
+    """),
+    "last_column_sparse": (GEMV_TRANSPOSED, """
+        rectangle { PE[4, 4] }
+        placement { g[i, j] -> PE[j//4, i//4] }
+        input x sparse { x[j = 0:15] -> [PE[1, -1] -> index[j]] }
+        input W resident
+        output y sparse { y[i = 0:15] -> [PE[i//4, 4] -> index[i mod 4]] }
+    """),
+}
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("name", sorted(HOLDERS))
+def test_only_the_pes_holding_elements_take_turns(tmp_path: Path, name: str,
+                                                  simd: bool) -> None:
+    lair, mapping = HOLDERS[name]
+    (tmp_path / "g.lair").write_text(lair)
+    (tmp_path / "g.map").write_text(mapping)
+    compiled = compile_file(tmp_path / "g.lair", simd=simd)
+    assert compiled.module is not None and compiled.tasks is not None
+    (ex,) = compiled.tasks.exchanges
+    text = module_text(compiled.module)
+    # the turn needs this PE to be a holder (the last column) and counts 4 senders
+    assert f"got_{ex.tensor}" in text
+    turn = next(t for p in compiled.module.programs for t in p.tasks
+                if t.name.startswith("turn_"))
+    body = "\n".join(task_text(turn))
+    assert "PE_X == 3" in body and "== 4" in body, body
+    for seed in (0, 4):
+        result = run_program(tmp_path / "g.lair", simd=simd, seed=seed)
+        assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
