@@ -15,6 +15,7 @@ import islpy as isl
 
 from codegen.batching import COUNT, ArrivalPlan, Batch
 from codegen.blocks import block_exchange
+from codegen.cleanup import drop_unread_ints
 from codegen.configure import guard_configurations
 from codegen.cost import elementwise_simd_pays
 from codegen.hoist import hoist_invariants
@@ -30,6 +31,7 @@ from codegen.islast import (
 from codegen.peir import (
     Activate,
     Array,
+    BConst,
     BoolOp,
     Cmp,
     Cond,
@@ -104,7 +106,7 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                                     frozenset() if scalar_outputs is None else scalar_outputs,
                                     arrivals or ArrivalPlan()).build())
-    programs = [guard_configurations(hoist_invariants(p)) for p in programs]
+    programs = [guard_configurations(drop_unread_ints(hoist_invariants(p))) for p in programs]
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -315,13 +317,19 @@ class _ComputeBuilder:
         main: list[Stmt] = list(self._init())
         finish = self._finish()
         flows = self.tg.inputs
-        # With one stream that reaches every PE and ends with one mark, that mark is the
-        # moment the PE's work is done: finish in its control task, with no counting.
+        # With one stream that ends with one mark on each PE it reaches, that mark is the
+        # moment the PE's work is done: finish in its control task, with no counting (and
+        # in main on the PEs the stream does not reach).
         direct = len(flows) == 1 and isinstance(flows[0].groups, int) and (
-            flows[0].groups == 1) and flows[0].lines.is_equal(self.region.pes())
+            flows[0].groups == 1)
         if direct:
             self._input_routes(flows[0])
             tasks.extend(self._flow_tasks(flows[0], finish, counted=False))
+            context = self.region.context()
+            reached = _pe_condition_set(flows[0].lines)
+            elsewhere = condition_of(context.subtract(reached.intersect(context)), context)
+            if finish and not (isinstance(elsewhere, BConst) and not elsewhere.value):
+                main.extend(_guarded(elsewhere, finish))
         else:
             if flows:
                 self.ints.append(IntVar("pending"))

@@ -1,0 +1,101 @@
+"""Counters nothing reads are not kept: their updates cost cycles on every arrival.
+
+The emitter keeps generic bookkeeping (a dense stream's arrival counter ``n_x``, a
+group counter) whether or not the task's code ends up reading it: where the SIMD
+instruction's bases do not depend on the arrival, ``n_x += count`` is dead. This pass
+drops the ``int``s no expression reads, with their assignments, until none is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from codegen.peir import (
+    FBin,
+    FExpr,
+    FNeg,
+    For,
+    If,
+    Load,
+    PeProgram,
+    Run,
+    Send,
+    SetInt,
+    Stmt,
+    Store,
+)
+from pesim.expr import cond_names, iexpr_names
+
+
+def drop_unread_ints(program: PeProgram) -> PeProgram:
+    """``program`` without the ``int``s that no expression reads."""
+    while True:
+        read = {n for task in program.tasks for s in task.body for n in _reads(s)}
+        dead = {v.name for v in program.ints} - read
+        if not dead:
+            return program
+        program = replace(
+            program, ints=tuple(v for v in program.ints if v.name not in dead),
+            tasks=tuple(replace(t, body=_without(t.body, dead)) for t in program.tasks))
+
+
+def _without(body: tuple[Stmt, ...], dead: set[str]) -> tuple[Stmt, ...]:
+    kept: list[Stmt] = []
+    for s in body:
+        match s:
+            case SetInt(name, _, _) if name in dead:
+                continue
+            case If(cond, then, orelse):
+                then_, orelse_ = _without(then, dead), _without(orelse, dead)
+                if then_ or orelse_:
+                    kept.append(If(cond, then_, orelse_))
+                continue
+            case For(var, lo, hi, inner):
+                inner_ = _without(inner, dead)
+                if inner_:
+                    kept.append(For(var, lo, hi, inner_))
+                continue
+        kept.append(s)
+    return tuple(kept)
+
+
+def _reads(s: Stmt) -> Iterator[str]:
+    match s:
+        case SetInt(_, _, value):
+            yield from iexpr_names(value)
+        case If(cond, then, orelse):
+            yield from cond_names(cond)
+            for inner in (*then, *orelse):
+                yield from _reads(inner)
+        case For(_, lo, hi, inner):
+            yield from iexpr_names(lo)
+            yield from iexpr_names(hi)
+            for t in inner:
+                yield from _reads(t)
+        case Store(target, _, value):
+            yield from _fexpr_reads(target)
+            yield from _fexpr_reads(value)
+        case Send(_, value, index):
+            yield from _fexpr_reads(value)
+            if index is not None:
+                yield from iexpr_names(index)
+        case Run(_, bases, scalar, variant):
+            for _, base in bases:
+                yield from iexpr_names(base)
+            if scalar is not None:
+                yield from _fexpr_reads(scalar)
+            if variant is not None:
+                yield from iexpr_names(variant)
+
+
+def _fexpr_reads(e: FExpr) -> Iterator[str]:
+    match e:
+        case Load(_, index):
+            for i in index:
+                yield from iexpr_names(i)
+        case FBin(_, lhs, rhs):
+            yield from _fexpr_reads(lhs)
+            yield from _fexpr_reads(rhs)
+        case FNeg(operand):
+            yield from _fexpr_reads(operand)
