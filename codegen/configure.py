@@ -12,6 +12,7 @@ set up, so a wrong guard cannot go unnoticed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import islpy as isl
@@ -34,15 +35,22 @@ from pesim.expr import cond_iexprs, iexpr_names
 PE_ONLY = frozenset(poly.PE_NAMES)
 
 
-def guard_configurations(program: PeProgram) -> PeProgram:
-    """``program`` with a guard on each size variant: the PEs that may run it."""
+def guard_configurations(program: PeProgram, *,
+                         task_pes: Mapping[str, isl.Set] | None = None) -> PeProgram:
+    """``program`` with a guard on each size variant: the PEs that may run it.
+    ``task_pes`` gives the PEs a task can run on where the emitter knows them (a data
+    task runs only where its color is delivered)."""
     if not program.configs:
         return program
     pes = program_pes(program)
     reach: dict[tuple[str, int], isl.Set] = {}
     variants = {c.name: len(c.variants) for c in program.configs}
     for task in program.tasks:
-        _walk(task.body, pes, variants, reach)
+        where = pes
+        if task_pes is not None and task.name in task_pes:
+            where, known = poly.align_params(pes, task_pes[task.name])
+            where = where.intersect(known)
+        _walk(task.body, where, variants, reach)
     configs = []
     for c in program.configs:
         guards = tuple(_guard(reach.get((c.name, k)), pes) for k in range(len(c.variants)))

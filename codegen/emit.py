@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import prod
 from typing import Literal
 
 import islpy as isl
@@ -63,6 +64,8 @@ from codegen.peir import (
     Store,
     StreamIO,
     Task,
+    rename_array,
+    rename_config,
 )
 from codegen.routes import broadcast_routes, tree_routes
 from codegen.simd import Operand, SimdDecision, flat_aff, flatten, row_major
@@ -103,10 +106,13 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = _adapter_programs(tg)
-    programs.append(_ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
-                                    frozenset() if scalar_outputs is None else scalar_outputs,
-                                    arrivals or ArrivalPlan()).build())
     programs = [guard_configurations(drop_unread_ints(hoist_invariants(p))) for p in programs]
+    builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
+                              frozenset() if scalar_outputs is None else scalar_outputs,
+                              arrivals or ArrivalPlan())
+    compute = builder.build()
+    programs.append(guard_configurations(drop_unread_ints(hoist_invariants(compute)),
+                                         task_pes=builder.task_pes))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -303,6 +309,8 @@ class _ComputeBuilder:
     ints: list[IntVar] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
     inits: dict[str, float] = field(default_factory=dict)  # array -> initial value
+    task_pes: dict[str, isl.Set] = field(default_factory=dict)  # where a task can run
+    landed_in_place: set[str] = field(default_factory=set)  # landing arrays not needed
 
     @property
     def region(self) -> Region:
@@ -349,7 +357,8 @@ class _ComputeBuilder:
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
         arrays = tuple(self._array(a) for a in self.memory.arrays) + tuple(
-            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches) + tuple(
+            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches
+            if b.land.name not in self.landed_in_place) + tuple(
             self.extra_arrays)
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
@@ -539,14 +548,26 @@ class _ComputeBuilder:
         when the PE has seen all the end marks it waits for."""
         body: list[Stmt] = []
         batch = self.arrivals.of(flow.name) if self.simd else None
-        if batch is not None and batch.keep is not None:
+        land = batch.land.name if batch is not None else None
+        configs_before = len(self.configs)
+        in_place = batch is not None and self._lands_in_place(batch, flow)
+        if batch is not None and batch.keep is not None and not in_place:
             body.extend(self._batched_keep(batch, flow))
-        elif flow.tensor in self.tg.buffered:
+        elif flow.tensor in self.tg.buffered and batch is None:
             body.extend(self._keep(flow))
         for t in self.tg.tasks:
             if t.kind == "compute" and t.flow == flow.name:
                 body.extend(self._compute(t.name) if batch is None else self._batched(
                     batch, t.name))
+        if in_place:  # the batch lands in the tensor's own array: read it there
+            assert batch is not None and land is not None
+            local = self.memory.of(flow.tensor)
+            assert local is not None
+            body = list(rename_array(tuple(body), land, local.name))
+            self.configs[configs_before:] = [rename_config(c, land, local.name)
+                                             for c in self.configs[configs_before:]]
+            land = local.name
+            self.landed_in_place.add(batch.land.name)
         env: dict[str, IExpr] = {}
         context = self.region.context()
         group_vars: list[Stmt] = []
@@ -582,9 +603,21 @@ class _ComputeBuilder:
                 control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
         else:
             control.extend(done)
+        reached = _pe_condition_set(flow.lines)
+        self.task_pes[f"on_{flow.name}"] = self.task_pes[f"end_{flow.name}"] = reached
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
-                     batch.size if batch else None, batch.land.name if batch else None),
+                     batch.size if batch else None, land),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
+
+    def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:
+        """Whether every batch's wavelets go, as they land, exactly where the PE keeps
+        them: the kept box is the whole window, at the start of the tensor's array."""
+        keep = batch.keep
+        local = self.memory.of(flow.tensor)
+        return keep is not None and local is not None and keep.sizes == (batch.size,) and \
+            keep.dst_strides == (1,) and keep.src_strides == (1,) and \
+            keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
+            prod(local.size) >= batch.size and local.dtype == batch.land.dtype
 
     def _batched_keep(self, batch: Batch, flow: InputFlow) -> list[Stmt]:
         """Copy the batch's kept elements from the landing array into place."""

@@ -9,7 +9,7 @@ coordinates relative to the program's origin. The text form is printed by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Literal
 
@@ -345,3 +345,46 @@ class PeModule:
     params: tuple[tuple[str, int | str], ...] = ()
     streams: tuple[StreamIO, ...] = ()
     programs: tuple[PeProgram, ...] = field(default=())
+
+
+# ------------------------------------------------------------------------- renaming
+
+
+def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...]:
+    """``stmts`` with the array ``old`` (loads, stores, SIMD bases) called ``new``."""
+    def fexpr(e: FExpr) -> FExpr:
+        match e:
+            case Load(array, index):
+                return Load(new if array == old else array, index)
+            case FBin(op, lhs, rhs):
+                return FBin(op, fexpr(lhs), fexpr(rhs))
+            case FNeg(operand):
+                return FNeg(fexpr(operand))
+        return e
+
+    def stmt(s: Stmt) -> Stmt:
+        match s:
+            case Store(target, op, value):
+                renamed = fexpr(target)
+                assert isinstance(renamed, Load)
+                return Store(renamed, op, fexpr(value))
+            case Send(color, value, index):
+                return Send(color, fexpr(value), index)
+            case Run(config, bases, scalar, variant):
+                return Run(config, tuple((new if a == old else a, b) for a, b in bases),
+                           None if scalar is None else fexpr(scalar), variant)
+            case If(cond, then, orelse):
+                return If(cond, rename_array(then, old, new), rename_array(orelse, old, new))
+            case For(var, lo, hi, body):
+                return For(var, lo, hi, rename_array(body, old, new))
+        return s
+
+    return tuple(stmt(s) for s in stmts)
+
+
+def rename_config(c: SimdConfig, old: str, new: str) -> SimdConfig:
+    """``c`` with its operands on the array ``old`` on ``new``."""
+    def operand(o: SimdOperand) -> SimdOperand:
+        return replace(o, array=new) if o.kind == "array" and o.array == old else o
+
+    return replace(c, dst=operand(c.dst), srcs=tuple(operand(o) for o in c.srcs))

@@ -72,3 +72,38 @@ def test_report_and_emit_show_the_candidates(tmp_path: Path, cli) -> None:
     result = cli(codegen_main, EXAMPLES / "gemv" / "gemv.lair", "--emit", "simd")
     assert "arrivals of x: batches of 4" in result.out
     assert "gemv_on_x per batch: SIMD" in result.out
+
+
+ELEMENTWISE = """
+lair ew(): float16 x[24], float16 y[24] -> float16 a[24], float16 b[24]
+{
+  add: all (i) in (24) a[i] = x[i] + y[i]
+  sq:  all (i) in (24) b[i] = a[i] * a[i]
+}
+"""
+ELEMENTWISE_MAP = """
+rectangle { PE[3, 1] }
+placement { add[i] -> PE[i//8, 0]; sq[i] -> PE[i//8, 0] }
+input  x dense { x[i = 0:23] -> [PE[i//8, -1] -> index[i mod 8]] }
+input  y sparse { y[i = 0:23] -> [PE[-1, 0] -> index[i]] }
+output b dense { b[i = 0:23] -> [PE[i//8, 1] -> index[i mod 8]] }
+"""
+
+
+def test_a_batch_that_is_the_whole_kept_slice_lands_in_place(tmp_path: Path) -> None:
+    from pesim.run import run_program
+
+    (tmp_path / "ew.lair").write_text(ELEMENTWISE)
+    (tmp_path / "ew.map").write_text(ELEMENTWISE_MAP)
+    compiled = compile_file(tmp_path / "ew.lair")
+    assert compiled.module is not None
+    (program,) = [p for p in compiled.module.programs if p.name == "compute"]
+    on_x = next(t for t in program.tasks if t.name == "on_x")
+    # x is kept for the sum (which waits for y): its wavelets land in x's own array,
+    # with no landing array and no copy
+    assert on_x.batch == 8 and on_x.land == "x_local"
+    assert not any(c.name == "keep_x" for c in program.configs)
+    assert not any(a.name == "land_x" for a in program.arrays)
+    for seed in (0, 1):
+        result = run_program(tmp_path / "ew.lair", seed=seed)
+        assert result.comparison.verified and result.comparison.exact
