@@ -24,6 +24,8 @@ def pe_key(pe: tuple[int, int]) -> str:
 def pe_entry(stats: PeStats) -> dict[str, Any]:
     entry: dict[str, Any] = {"program": stats.program}
     entry.update({name: getattr(stats, name) for name in PE_FIELDS})
+    entry["tasks"] = {name: {"runs": runs, "busy": busy}
+                      for name, (runs, busy) in sorted(stats.tasks.items())}
     return entry
 
 

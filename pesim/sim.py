@@ -22,7 +22,7 @@ import math
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import islpy as isl
@@ -108,6 +108,9 @@ class PeStats:
     tasks_run: int  # dispatched tasks (main not counted)
     scalar_flops: int = 0  # floating-point operations done by scalar code
     simd_flops: int = 0  # floating-point operations done by SIMD (fmac counts 2, copies 0)
+    # per task: (runs, busy cycles including dispatch); main's cycles include the SIMD
+    # configuration
+    tasks: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -557,6 +560,7 @@ class Core:
         self.busy = self.scalar = self.simd_ops = self.simd_runs = self.flops = 0
         self.simd_flops = 0
         self.sent = self.stall = self.wait = self.tasks_run = 0
+        self.per_task: dict[str, list[int]] = {}  # task -> [runs, busy cycles]
 
     # ------------------------------------------------------------------ helpers
 
@@ -611,6 +615,7 @@ class Core:
             self.busy += self.setup_cycles
             if code.main is not None:
                 yield from self.execute(code.main)
+                self.per_task["main"] = [1, self.busy]
             yield from self.sync()
             self.end = self.now()
         while True:
@@ -626,6 +631,7 @@ class Core:
             if self.start is None:
                 self.start = self.clock
             self.task = name
+            busy_before = self.busy
             if task.batch is not None:
                 assert color is not None
                 if task.sparse:
@@ -659,6 +665,9 @@ class Core:
             self.busy += self.config.task_dispatch
             self.tasks_run += 1
             yield from self.execute(task)
+            profile = self.per_task.setdefault(name, [0, 0])
+            profile[0] += 1
+            profile[1] += self.busy - busy_before
             yield from self.sync()
             self.end = self.now()
             if task.batch is not None:
@@ -1061,7 +1070,7 @@ def check_budget(module: PeModule, locations: Locations | None = None) -> None:
 def core_stats(core: Core) -> PeStats:
     return PeStats(core.code.program.name, core.busy, core.simd_ops, core.simd_runs,
                    core.scalar, core.sent, core.stall, core.wait, core.tasks_run, core.flops,
-                   core.simd_flops)
+                   core.simd_flops, {t: (n, c) for t, (n, c) in core.per_task.items()})
 
 
 class _Run:

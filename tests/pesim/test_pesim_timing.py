@@ -284,3 +284,16 @@ program b origin PE[1, 0] pes { PE[0, 0] }
     # b: configuration 8, store 1, recv (9) 1, recv (10) 1, negation 1, product 1,
     # SIMD 4 + 4 (float32); then recv 1, load 1, subtraction 1, load + add + store 3
     assert result.cycles == 8 + 1 + 4 + 8 + 6
+
+
+@pytest.mark.parametrize("example", ["gemv/gemv.lair", "fc/train.lair", "movement/mlp.lair"])
+def test_the_per_task_profile_adds_up_to_each_pes_busy_cycles(example: str) -> None:
+    from conftest import EXAMPLES
+
+    from pesim.run import run_program
+
+    result = run_program(EXAMPLES / example, seed=0).result
+    for pe, stats in result.pes.items():
+        assert sum(busy for _, busy in stats.tasks.values()) == stats.busy, pe
+        assert sum(runs for name, (runs, _) in stats.tasks.items() if name != "main") == \
+            stats.tasks_run, pe
