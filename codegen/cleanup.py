@@ -29,12 +29,15 @@ from pesim.expr import cond_names, iexpr_names
 
 
 def drop_unread_ints(program: PeProgram) -> PeProgram:
-    """``program`` without the ``int``s that no expression reads."""
+    """``program`` without the ``int``s that no expression reads, and without control
+    tasks left with nothing to do (an end mark no task handles is discarded on arrival,
+    or closes a batch: no dispatch)."""
     while True:
         read = {n for task in program.tasks for s in task.body for n in _reads(s)}
         dead = {v.name for v in program.ints} - read
         if not dead:
-            return program
+            return replace(program, tasks=tuple(
+                t for t in program.tasks if t.kind != "control" or t.body))
         program = replace(
             program, ints=tuple(v for v in program.ints if v.name not in dead),
             tasks=tuple(replace(t, body=_without(t.body, dead)) for t in program.tasks))

@@ -27,6 +27,9 @@ program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
     }
     a[k] = 1.0;
   }
+  task end_x control color 0 {
+    n = 0;
+  }
 }
 """
 
@@ -39,3 +42,5 @@ def test_unread_counters_and_their_updates_go() -> None:
     assert "n +=" not in text and "h =" not in text and "g +=" not in text
     assert "if (PE_X == 0)" not in text  # the emptied branch goes too
     assert "k = 2;" in text and "a[k] = 1.0;" in text
+    # the control task is left with nothing to do: the end mark needs no task
+    assert [t.name for t in program.tasks] == ["main", "on_x"]

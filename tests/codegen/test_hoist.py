@@ -47,7 +47,12 @@ def test_invariant_parts_move_to_main_and_the_control_task() -> None:
     new = {v.name for v in hoisted.ints} - {v.name for v in program.ints}
     assert new and "//" not in "\n".join(print_task(data))
     assigned = {s.name for s in control.body if hasattr(s, "name")}
-    assert new <= assigned and new <= {s.name for s in main.body}
+    in_main = {s.name for s in main.body if hasattr(s, "name")}
+    # per group: the new ints but the parts that depend on the PE only (p...), which
+    # main computes once
+    per_pe = {n for n in new if n.startswith("p")}
+    assert per_pe and new - per_pe <= assigned and not per_pe & assigned
+    assert new <= in_main
     parse_module_text(text, "<hoisted>")  # still valid PE code
 
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
@@ -59,3 +64,23 @@ def test_invariant_parts_move_to_main_and_the_control_task() -> None:
     assert np.array_equal(results[1].outputs["B"], a)
     busy = [sum(pe.busy for pe in r.pes.values()) for r in results]
     assert busy[1] < busy[0]
+
+
+def test_parts_computed_more_than_once_per_group_are_computed_once() -> None:
+    from codegen.hoist import shared_parts
+    from codegen.peir import IBin, IConst, IVar, SetInt
+    from pesim.expr import evaluate
+
+    g = IVar("g")
+    mod = IBin("%", g, IConst(8))
+    sets = [SetInt("a", "=", IBin("+", IBin("//", mod, IConst(4)), IConst(1))),
+            SetInt("b", "=", IBin("*", IConst(2), IBin("//", mod, IConst(4)))),
+            SetInt("c", "=", IBin("-", IBin("%", mod, IConst(4)), mod))]
+    temps, rewritten = shared_parts(sets, "s_")
+    assert len(temps) == 2  # g % 8, then (g % 8) // 4
+    for value in range(-9, 30):
+        env: dict[str, int] = {"g": value}
+        for t in temps:
+            env[t.name] = evaluate(t.value, env)
+        for old, new in zip(sets, rewritten, strict=True):
+            assert evaluate(new.value, env) == evaluate(old.value, {"g": value})
