@@ -1,0 +1,133 @@
+"""Adapter lines (paper eq. (5)): PEs outside the compute region that spread a stream
+entering at one point over the lines of PEs that need it, re-indexing each element."""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
+from codegen.peir import (
+    BoolOp,
+    Cmp,
+    Cond,
+    FValue,
+    IBin,
+    IConst,
+    IntVar,
+    IVar,
+    PeProgram,
+    Route,
+    Send,
+    SendEnd,
+    SetInt,
+    Stmt,
+    Task,
+)
+from codegen.stmtutil import guarded
+from mapping import poly
+from mapping.flows import InputFlow, TaskGraph, unsupported
+from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
+
+OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
+
+
+def adapter_programs(tg: TaskGraph) -> list[PeProgram]:
+    """One program per adapter line: the spreading of each stream that needs it, and
+    routes through the line for the other streams that cross it."""
+    programs = []
+    for region in {f.adapter.region for f in tg.inputs if f.adapter is not None}:
+        flows = [f for f in tg.inputs if f.adapter is not None and f.adapter.region == region]
+        side = flows[0].adapter.side  # type: ignore[union-attr]
+        routes: list[Route] = []
+        ints: list[IntVar] = []
+        tasks: list[Task] = [Task("main", "main", ())]
+        for flow in flows:
+            r, i, t = _spread(flow)
+            routes.extend(r)
+            ints.extend(i)
+            tasks.extend(t)
+        for other in tg.inputs:
+            if other.adapter is None and other.side == side:
+                routes.append(Route(other.color, ENTRY_PORT[side], (FLOW_PORT[side],)))
+        for out in tg.outputs:
+            if out.side == side:
+                routes.append(Route(out.color, OPPOSITE[side], (side,)))
+        name = "adapters_" + "_".join(f.name for f in flows)
+        programs.append(PeProgram(name, (region.x0, region.y0), str(region.pes()),
+                                  ints=tuple(ints), routes=tuple(routes), tasks=tuple(tasks)))
+    return programs
+
+
+def _is_function_of_params(s: isl.Set) -> bool:
+    """Whether ``s`` has at most one point for every value of its parameters."""
+    return bool(isl.Map.from_range(s).is_single_valued())
+
+
+def _spread(flow: InputFlow) -> tuple[list[Route], list[IntVar], list[Task]]:
+    """Routes, counters and tasks of adapters spreading ``flow`` (eq. (5))."""
+    a = flow.adapter
+    assert a is not None
+    if flow.index_dims != 1:
+        raise unsupported(flow.tensor,
+            f"input '{flow.tensor}' has a {flow.index_dims}-dimensional index and needs "
+            "adapters; adapters spread streams with a one-dimensional index only")
+    along = "PE_X" if a.side in VERTICAL else "PE_Y"
+    pos, (lo, hi), s = IVar(along), a.span, a.source
+    forward = "E" if a.side in VERTICAL else "S"
+    backward = OPPOSITE[forward]
+    routes: list[Route] = []
+
+    def at(cond: Cond, source: str, targets: list[str]) -> None:
+        routes.append(Route(a.in_color, source, ("RAMP", *targets), cond))
+
+    at(Cmp("==", pos, IConst(s)), ENTRY_PORT[a.side],
+       ([forward] if hi > s else []) + ([backward] if lo < s else []))
+    if hi > s + 1:
+        at(BoolOp("&&", Cmp(">", pos, IConst(s)), Cmp("<", pos, IConst(hi))), backward,
+           [forward])
+    if hi > s:
+        at(Cmp("==", pos, IConst(hi)), backward, [])
+    if lo < s - 1:
+        at(BoolOp("&&", Cmp("<", pos, IConst(s)), Cmp(">", pos, IConst(lo))), forward,
+           [backward])
+    if lo < s:
+        at(Cmp("==", pos, IConst(lo)), forward, [])
+    length = a.region.width if a.side in VERTICAL else a.region.height
+    in_span = None if (lo, hi) == (0, length - 1) else BoolOp(
+        "&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
+    routes.append(Route(flow.color, "RAMP", (FLOW_PORT[a.side],), in_span))
+
+    context = a.region.context()
+    index_range = poly.bind_order(flow.order).params()
+    ctx = context.align_params(index_range.get_space()).intersect(
+        index_range.align_params(context.get_space()))
+    target = condition_of(a.target, ctx)
+    assert flow.wire_offset is not None
+    # The index sent down: index - offset(line). When each element goes down one line,
+    # the new index is a function of the index alone (eq. (5): index mod 4), cheaper to
+    # compute than through the line's offset.
+    sent = poly.bind_order(flow.order).apply(flow.relation.range_factor_range())
+    if _is_function_of_params(sent):
+        new_index = pw_aff_expr(sent.as_pw_multi_aff().get_pw_aff(
+            sent.dim(isl.dim_type.set) - 1), ctx)
+    else:
+        new_index = normalize(IBin("-", IVar("index"),
+                                   pw_aff_expr(flow.wire_offset[-1], ctx)))
+    ints: list[IntVar] = []
+    body: list[Stmt]
+    if flow.kind == "sparse":
+        body = list(guarded(target, [Send(flow.color, FValue(), new_index)]))
+    else:
+        counter = f"n_{flow.name}"
+        ints.append(IntVar(counter))
+        index = IBin("+", IConst(a.index_base[0]), IVar(counter))
+        body = list(substitute_stmts(guarded(target, [Send(flow.color, FValue())]),
+                                     {"index": index}))
+        body.append(SetInt(counter, "+=", IConst(1)))
+    tasks = [
+        Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, flow.kind == "sparse"),
+        # Adapters outside the span (the source's side of it) only pass the mark along.
+        Task(f"end_{flow.name}", "control", guarded(in_span, [SendEnd(flow.color)]),
+             a.in_color),
+    ]
+    return routes, ints, tasks

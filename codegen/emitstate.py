@@ -1,0 +1,48 @@
+"""The state the compute program's emitters share (codegen.emit and its parts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from codegen.batching import ArrivalPlan
+from codegen.peir import Array, IntVar, Route, SimdConfig, Task
+from codegen.simd import SimdDecision
+from mapping.flows import Region, TaskGraph
+from mapping.memory import Memory
+
+
+@dataclass
+class EmitterState:
+    """What the compute program's emitters share: the plan, and the declarations and
+    tasks they add to as they go."""
+
+    tg: TaskGraph
+    memory: Memory
+    decisions: dict[str, SimdDecision]
+    simd: bool
+    simd_fill: bool
+    scalar_outputs: frozenset[str]  # "out:T", "combine:T", "exchange:T" done by scalar loops
+    arrivals: ArrivalPlan
+    configs: list[SimdConfig] = field(default_factory=list)
+    extra_tasks: list[Task] = field(default_factory=list)
+    extra_arrays: list[Array] = field(default_factory=list)
+    ints: list[IntVar] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    inits: dict[str, float] = field(default_factory=dict)  # array -> initial value
+    task_pes: dict[str, isl.Set] = field(default_factory=dict)  # where a task can run
+    landed_in_place: set[str] = field(default_factory=set)  # landing arrays not needed
+
+    @property
+    def region(self) -> Region:
+        return self.tg.compute
+
+    def _simd_out(self, kind: str, tensor: str) -> bool:
+        """Whether the ``kind`` (out, combine, exchange) tasks of ``tensor`` use SIMD."""
+        return self.simd and f"{kind}:{tensor}" not in self.scalar_outputs
+
+    def _reduction_op(self, tensor: str) -> str:
+        """The SIMD operation combining partial results of ``tensor``."""
+        definer = self.tg.model.graph.definer(tensor)
+        return "fmax" if definer is not None and definer.op == "max=" else "fadd"

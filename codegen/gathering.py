@@ -1,0 +1,291 @@
+"""Results leaving the compute PEs: partial results combined along chains, outputs
+streamed out of the rectangle (docs/codegen.md, "Outputs")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import islpy as isl
+
+from codegen.adapters import OPPOSITE
+from codegen.cost import elementwise_simd_pays
+from codegen.emitstate import EmitterState
+from codegen.islast import (
+    condition_of,
+    pw_aff_expr,
+    scan,
+    substitute,
+)
+from codegen.peir import (
+    BoolOp,
+    Cmp,
+    Cond,
+    FBin,
+    FExpr,
+    IBin,
+    IConst,
+    IExpr,
+    If,
+    IVar,
+    Load,
+    Recv,
+    Route,
+    Run,
+    Send,
+    SendEnd,
+    SimdConfig,
+    SimdOperand,
+    Stmt,
+    Store,
+)
+from codegen.simd import flat_aff, flatten, row_major
+from codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
+from lair.diagnostics import CompilerBug
+from lair.lower import CTX
+from mapping import poly
+from mapping.flows import (
+    OutputFlow,
+    Region,
+    ResidentReduction,
+    chain_length,
+    unsupported,
+)
+from mapping.memory import LocalTensor
+
+
+class Gathering(EmitterState):
+    """Emits the combining chains of partial results and the output streams."""
+
+    def _combine(self, red: ResidentReduction) -> list[Stmt]:
+        """Pass partial results along each segment; the last PE adds them into its array."""
+        local = self.memory.of(red.tensor)
+        if local is None:
+            raise CompilerBug(f"'{red.tensor}' has partial results but no local array")
+        context = self.region.context()
+        held = poly.bind_pe(red.elements)
+        held, to_local = poly.align_params(held, isl.Map.from_multi_aff(local.to_local_bound))
+        positions = held.apply(to_local)
+        rect = poly.rectangularity(positions, index=())
+        # One SIMD configuration needs the same box on every PE; uneven tiles (a smaller
+        # last tile) and other shapes combine in scalar loops over the held elements.
+        uniform = rect.rectangular and rect.constant_size is not None
+        sizes = rect.constant_size if rect.constant_size is not None else ()
+        strides = row_major(local.size)
+        flat = flat_aff(positions.get_space(), strides)
+        base: IExpr = IConst(0)
+        if uniform:
+            base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+                rect.minimum.align_params(flat.get_space())), context)
+        pos = red.position
+        zero = pos.zero_set()
+        even = pos.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
+        holders = pos.domain()  # only the PEs holding partial results take part
+        holders, even = poly.align_params(holders, even)
+        even = even.intersect(holders)
+        odd = holders.subtract(even)
+        zero = zero.intersect(holders.align_params(zero.get_space()))
+        last = red.last
+        first_c, second_c = red.colors
+        port_out, port_in = red.side, OPPOSITE[red.side]
+
+        def cond(*parts: isl.Set, minus: tuple[isl.Set, ...] = ()) -> tuple[bool, Cond | None]:
+            result = self.region.context()
+            for part in parts:
+                result, part = poly.align_params(result, part)
+                result = result.intersect(part)
+            for part in minus:
+                result, part = poly.align_params(result, part)
+                result = result.subtract(part)
+            return (not result.is_empty(), condition_of(result, context))
+
+        sends_even = cond(even, minus=(last,))
+        sends_odd = cond(odd, minus=(last,))
+        gets_even = cond(even, minus=(zero,))
+        gets_odd = cond(odd)
+        if sends_even[0]:
+            self.routes.append(Route(first_c, "RAMP", (port_out,), sends_even[1]))
+        if sends_odd[0]:
+            self.routes.append(Route(second_c, "RAMP", (port_out,), sends_odd[1]))
+        if gets_odd[0]:
+            self.routes.append(Route(first_c, port_in, ("RAMP",), gets_odd[1]))
+        if gets_even[0]:
+            self.routes.append(Route(second_c, port_in, ("RAMP",), gets_even[1]))
+        op = self._reduction_op(red.tensor)
+        roles = [  # (exists, condition, destination color or None, source color or None)
+            (*cond(zero, minus=(last,)), first_c, None),
+            (*cond(even, minus=(last, zero)), first_c, second_c),
+            (*cond(odd, minus=(last,)), second_c, first_c),
+            (*cond(even, last, minus=(zero,)), None, second_c),
+            (*cond(odd, last), None, first_c),
+        ]
+        cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
+        for exists, when, send_color, recv_color in roles:
+            if not exists:
+                continue
+            if self._simd_out("combine", red.tensor) and uniform and len(sizes) <= 4 and \
+                    elementwise_simd_pays(sizes, local.dtype, ops=3):
+                name = f"combine_{red.tensor}_{len(self.configs)}"
+                array = SimdOperand("array", local.name, strides)
+                srcs: tuple[SimdOperand, ...] = (array,)
+                if recv_color is not None:
+                    srcs = (array, SimdOperand("in", color=recv_color))
+                dst = SimdOperand("out", color=send_color) if send_color is not None else array
+                kind = "copy" if recv_color is None else op
+                self.configs.append(SimdConfig(name, kind, (sizes,), dst, srcs))  # type: ignore[arg-type]
+                cases.append((when, [Run(name, ((local.name, base),))]))
+                continue
+
+            def body(_: str, coords: Sequence[IExpr], send_color: int | None = send_color,
+                     recv_color: int | None = recv_color) -> list[Stmt]:
+                element = Load(local.name, tuple(simplify(c) for c in coords))
+                if recv_color is None:
+                    assert send_color is not None
+                    return [Send(send_color, element)]
+                combined = FBin("max" if op == "fmax" else "+", element, Recv(recv_color))
+                if send_color is None:
+                    return [Store(element, "=", combined)]
+                return [Send(send_color, combined)]
+
+            cases.append((when, scan(positions.set_tuple_name("held"), context, body)))
+        return list(case_chain(cases, exhaustive=False))
+
+    def _output(self, out: OutputFlow) -> list[Stmt]:
+        local = self.memory.of(out.tensor)
+        if local is None:
+            raise CompilerBug(f"output '{out.tensor}' has no local array")
+        context = self.region.context()
+        order = out.relation.range_factor_range()
+        elements = poly.bind_pe(out.sent_by())  # elements sent by this PE, over PE_X, PE_Y
+        k_to_t = order.reverse().intersect_range(elements)
+        to_local = isl.Map.from_multi_aff(local.array.to_local_bound)
+        k_to_t, to_local = poly.align_params(k_to_t, to_local)
+        k_to_local = k_to_t.apply_range(to_local)
+        indices = k_to_local.domain()
+        bounds = isl.Set.universe(k_to_local.get_space().range())
+        for d, size in enumerate(local.size):
+            bounds = bounds.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
+            bounds = bounds.upper_bound_val(isl.dim_type.set, d,
+                                            isl.Val.int_from_si(CTX, size - 1))
+        if not k_to_local.range().is_subset(bounds):
+            raise unsupported(out.tensor,
+                f"output '{out.tensor}': the PEs of its lines that compute no part of an "
+                "element would send it from outside their local array; place the instances "
+                "so that every PE of a line the output leaves along computes the same "
+                "elements, or only the PE next to the side")
+        rect = poly.rectangularity(indices, index=())
+        pma = k_to_local.as_pw_multi_aff()
+        n = int(indices.dim(isl.dim_type.set))
+        # One SIMD configuration needs the same box of elements on every PE, read at
+        # base + sum(stride * k): one affine piece (a grown array can make the position
+        # floor(k / 6) * 66 + k mod 6; uneven tiles have smaller last boxes). Otherwise
+        # scalar loops send the elements.
+        linear = pma.n_piece() == 1 and rect.rectangular and rect.constant_size is not None
+        sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
+        strides: tuple[int, ...] = (0,) * n
+        base: IExpr = IConst(0)
+        if linear:
+            pieces: list[isl.MultiAff] = []
+            pma.foreach_piece(lambda _s, ma: pieces.append(ma))
+            flat = flatten(pieces[0], local.size)
+            strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                            for k in range(n))
+            linear = not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                             for d in range(flat.dim(isl.dim_type.div)))
+        if linear:
+            base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+                rect.minimum.align_params(flat.get_space())), context)
+        pos = _position(out.side, self.region)
+        length = chain_length(out.side, self.region)
+        send_port, recv_port = out.side, OPPOSITE[out.side]
+        first, second = out.chain_colors
+        reduction = self._reduction_op(out.tensor)
+        senders = condition_of(pe_condition_set(out.senders), context)
+        # (when, send color, recv color, sends (value, index) pairs)
+        roles: list[tuple[Cond | None, int, int | None, bool]] = []
+        sparse = out.kind == "sparse"
+        if not out.chain:
+            self.routes.append(Route(first, "RAMP", (send_port,), senders))
+            roles.append((senders, first, None, sparse))
+        else:
+            even = Cmp("==", IBin("%", pos, IConst(2)), IConst(0))
+            odd = Cmp("==", IBin("%", pos, IConst(2)), IConst(1))
+            self.routes.append(Route(first, "RAMP", (send_port,), and_cond(senders, even)))
+            self.routes.append(Route(second, "RAMP", (send_port,), and_cond(senders, odd)))
+            if length > 1:
+                self.routes.append(Route(first, recv_port, ("RAMP",), and_cond(senders, odd)))
+            if length > 2:
+                self.routes.append(Route(second, recv_port, ("RAMP",), and_cond(
+                    senders, BoolOp("&&", even, Cmp(">", pos, IConst(0))))))
+            # An if / else-if chain: the second case is reached only when pos > 0.
+            if sparse:  # the last PE sends (value, index) pairs out of the rectangle
+                colors = (first, second)
+                roles.append((Cmp("==", pos, IConst(length - 1)), colors[(length - 1) % 2],
+                              colors[(length - 2) % 2] if length > 1 else None, True))
+            roles.append((Cmp("==", pos, IConst(0)), first, None, False))
+            if length > 2:
+                roles.append((even, first, second, False))
+            roles.append((odd, second, first, False))
+        cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
+        for when, send_color, recv_color, pairs in roles:
+            if pairs:
+                closing = (SendEnd(send_color),) if n == 1 else ()  # (else per group)
+                cases.append((when, (*self._scalar_send(
+                    k_to_local, context, local, send_color, recv_color, reduction,
+                    with_index=True), *closing)))
+            elif self._simd_out("out", out.tensor) and n <= 4 and linear and \
+                    elementwise_simd_pays(sizes, local.dtype, ops=3):
+                op = "copy" if recv_color is None else reduction
+                name = f"out_{out.tensor}_{len(cases)}"
+                srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
+                if recv_color is not None:
+                    srcs = (*srcs, SimdOperand("in", color=recv_color))
+                self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
+                                               SimdOperand("out", color=send_color), srcs))
+                cases.append((when, [Run(name, ((local.name, base),))]))
+            else:
+                cases.append((when, self._scalar_send(
+                    k_to_local, context, local, send_color, recv_color, reduction)))
+        if out.chain:  # only the lines the output leaves along take part
+            return list(guarded(senders, case_chain(cases, exhaustive=True)))
+        return list(case_chain(cases, exhaustive=False))
+
+    def _scalar_send(self, k_to_local: isl.Map, context: isl.Set, local: LocalTensor,
+                     send_color: int, recv_color: int | None, reduction: str, *,
+                     with_index: bool = False) -> tuple[Stmt, ...]:
+        """Loops sending, in the stream's index order ``k``, the element at local position
+        ``k_to_local(k)`` (the loops visit the pairs (k, position), so the position may
+        be any quasi-affine, piecewise function of ``k``)."""
+        indices = k_to_local.domain()
+        n = int(indices.dim(isl.dim_type.set))
+        names = [f"k{d}" for d in range(n)]
+        # A multi-dimensional sparse index: the wavelet carries the innermost index and an
+        # end mark closes each group of outer index values, after its last element.
+        group_end: IExpr | None = None
+        if with_index and n > 1:
+            inner = poly.bind_leading(indices, names[:-1])
+            group_end = pw_aff_expr(inner.dim_max(0), inner.params())
+
+        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            k, position = coords[:n], coords[n:]
+            element: FExpr = Load(local.name, tuple(simplify(c) for c in position))
+            if recv_color is not None:
+                element = FBin("max" if reduction == "fmax" else "+", element, Recv(recv_color))
+            sends: list[Stmt] = [Send(send_color, element, k[-1] if with_index else None)]
+            if group_end is not None:
+                last = simplify(substitute(group_end, dict(zip(names, k, strict=True))))
+                sends.append(If(Cmp("==", k[-1], last), (SendEnd(send_color),)))
+            return sends
+
+        pairs = k_to_local.wrap().flatten().set_tuple_name("out")
+        return scan(pairs, context, body)
+
+
+def _position(side: str, region: Region) -> IExpr:
+    """A PE's position along a line flowing towards ``side``, from the far end."""
+    if side == "E":
+        return IVar("PE_X")
+    if side == "S":
+        return IVar("PE_Y")
+    if side == "W":
+        return IBin("-", IConst(region.width - 1), IVar("PE_X"))
+    return IBin("-", IConst(region.height - 1), IVar("PE_Y"))

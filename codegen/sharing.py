@@ -1,0 +1,163 @@
+"""Exchanges of internal tensors (docs/codegen.md, "Internal tensors"): PEs take turns
+sending what they hold along their lines; every PE keeps what it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from codegen.blocks import block_exchange
+from codegen.emitstate import EmitterState
+from codegen.islast import (
+    aff_expr,
+    condition_of,
+    scan,
+    substitute_stmts,
+)
+from codegen.peir import (
+    Activate,
+    BoolOp,
+    Cmp,
+    Cond,
+    FValue,
+    IBin,
+    IConst,
+    IExpr,
+    If,
+    IntVar,
+    IVar,
+    Load,
+    Not,
+    Route,
+    Send,
+    SendEnd,
+    SetInt,
+    Stmt,
+    Store,
+    Task,
+)
+from codegen.routes import broadcast_routes
+from codegen.simd import row_major
+from codegen.stmtutil import and_cond, guarded, simplify
+from codegen.turns import TurnOrder, every_pe, turn_order
+from lair.diagnostics import CompilerBug
+from mapping import poly
+from mapping.flows import (
+    Exchange,
+)
+
+
+class Sharing(EmitterState):
+    """Emits the exchanges of internal tensors."""
+
+    def _exchange(self, ex: Exchange, k: int, after: list[Stmt]) -> None:
+        """Routes and tasks sharing ``ex`` along lines: each PE sends its elements when the
+        PEs before it in its line have sent theirs (one at a time, so no PE waits on a
+        neighbour that waits on it); ``after`` runs once all of them have arrived."""
+        local = self.memory.of(ex.tensor)
+        if local is None:
+            raise CompilerBug(f"internal tensor '{ex.tensor}' has no local array")
+        t = exchange_name(ex)
+        got, sent = f"got_{t}", f"sent_{t}"
+        self.ints.extend([IntVar(got), IntVar(sent)])
+        c = ex.color
+        context = self.region.context()
+        if ex.axis == "region":
+            self.routes += broadcast_routes(c, self.region.width, self.region.height, context)
+        else:
+            row = ex.axis == "row"
+            pos = IVar("PE_X" if row else "PE_Y")
+            length = self.region.width if row else self.region.height
+            back, fwd = ("W", "E") if row else ("N", "S")
+            first = Cmp("==", pos, IConst(0))
+            last = Cmp("==", pos, IConst(length - 1))
+            inner = BoolOp("&&", Cmp(">", pos, IConst(0)), Cmp("<", pos, IConst(length - 1)))
+            self.routes += [
+                Route(c, "RAMP", (fwd,), first), Route(c, "RAMP", (back,), last),
+                Route(c, "RAMP", (back, fwd), inner),
+                Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
+                Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
+            ]
+        turns = turn_order(ex, self.region)
+        block = None
+        if self._simd_out("exchange", ex.tensor):
+            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
+            if block is None and not turns.every:  # blocks kept in part: every PE's turn
+                block = block_exchange(ex, local, self.region, name=t, got=got,
+                                       turns=every_pe(self.region, ex.axis))
+                turns = every_pe(self.region, ex.axis) if block is not None else turns
+        if block is not None:
+            self.configs.extend(block.configs)
+            self.extra_arrays.append(block.land)
+            self._turns(ex, k, after, turns,
+                        (*block.send, SendEnd(c), SetInt(sent, "=", IConst(1))),
+                        Task(f"share_{t}", "data", block.receive, c, False, block.size,
+                             block.land.name))
+            return
+        shape = self.tg.model.graph.tensor(ex.tensor).shape
+        strides = row_major(shape)
+        offset = local.offset_aff()
+        offsets = [aff_expr(offset.get_at(d), context) for d in range(len(shape))]
+        # Receive: element (index // stride) % size, kept where it falls in the array.
+        element = [simplify(IBin("%", IBin("//", IVar("index"), IConst(st)), IConst(n))
+                             if d else IBin("//", IVar("index"), IConst(st)))
+                   for d, (st, n) in enumerate(zip(strides, shape, strict=True))]
+        where = [simplify(IBin("-", e, o)) for e, o in zip(element, offsets, strict=True)]
+        if ex.reduce:  # add partial results into the totals this PE keeps
+            names = [f"e{d}" for d in range(len(shape))]
+            keeps = poly.bind_leading(poly.bind_pe(ex.needed), names).params()
+            op: Literal["+=", "max="] = "max=" if self._reduction_op(
+                ex.tensor) == "fmax" else "+="
+            add = (Store(Load(local.name, tuple(where)), op, FValue()),)
+            keep = substitute_stmts(guarded(condition_of(keeps, context), add),
+                                    dict(zip(names, element, strict=True)))
+        else:
+            inside: Cond | None = None
+            for w, n in zip(where, local.size, strict=True):
+                bound = BoolOp("&&", Cmp(">=", w, IConst(0)), Cmp("<", w, IConst(n)))
+                inside = and_cond(inside, bound)
+            keep = guarded(inside, [Store(Load(local.name, tuple(where)), "=", FValue())])
+
+        # Send: the elements this PE computed, with their flat index.
+        produced = poly.bind_pe(ex.produced).set_tuple_name(ex.tensor)
+
+        def send(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+            flat: IExpr = IConst(0)
+            for coord, st in zip(coords, strides, strict=True):
+                flat = IBin("+", flat, IBin("*", IConst(st), coord))
+            index = tuple(simplify(IBin("-", coord, o))
+                          for coord, o in zip(coords, offsets, strict=True))
+            return [Send(c, Load(local.name, index), simplify(flat))]
+
+        sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
+        self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
+
+    def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], turns: TurnOrder,
+               sending: Sequence[Stmt], share: Task) -> None:
+        """The tasks taking turns: a sender sends once all senders before it in its line
+        have (it has received that many end marks); ``after`` runs once a PE has every
+        other sender's end mark (and sent its own)."""
+        t = exchange_name(ex)
+        got, sent, c = f"got_{t}", f"sent_{t}", ex.color
+        phase_k = Cmp("==", IVar("phase"), IConst(k))
+        mine = BoolOp("&&", Cmp("==", IVar(sent), IConst(0)), Cmp("==", IVar(got),
+                                                                    simplify(turns.rank)))
+        holder = turns.holder
+        turn = (If(phase_k, (
+            If(mine if holder is None else BoolOp("&&", holder, mine), tuple(sending)),
+            If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), simplify(turns.count)),
+               (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
+        )),)
+        self.extra_tasks += [
+            share,
+            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), Activate(f"turn_{t}")),
+                 c),
+            Task(f"turn_{t}", "local", turn),
+            Task(f"step_{t}", "local", tuple(after)),
+        ]
+
+
+def exchange_name(ex: Exchange) -> str:
+    """Names the tasks and counters of an exchange (a tensor may have two: its partial
+    results summed, then its totals shared)."""
+    return f"{ex.tensor}_sum" if ex.reduce else ex.tensor
