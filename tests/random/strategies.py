@@ -26,7 +26,8 @@ Wider kinds (``first_statement_more``, ``follow_up_more``, ``three_products``):
 matrix-matrix products (operands transposed at times, iterators in any order), 2mm
 chains whose second product reads the first by rows or by columns, 3mm, multi-channel
 2-D convolutions ``y[k][a][b] += x[c][..][..] * F[k][c][p][q]``, elementwise statements
-with constants, unary minus, differences, ``max`` of two tensors, offset (``A[i + 1]``)
+with constants, unary minus, differences, ``max`` of two tensors, spines of several
+operations (``max(A[i] + B[i], 0)``), offset (``A[i + 1]``)
 and transposed (``A[j][i]``) reads, rank-0 scalars (``alpha * A[i][j]``), and offset
 reads of the previous tensor; one access per tensor per statement, always. Wider
 mappings: tilings of up to 6 tiles, two iterators on one axis (``i//t + T*(k//u)``, as
@@ -288,7 +289,11 @@ def first_statement_more(draw: st.DrawFn, p: Program, kind: str) -> str:
         a = acc("A", f"i + {off}" if off else "i")
         form = draw(st.sampled_from(["2 * {a} - 1", "-{a}", "{a} - {b}", "-{a} + {b}",
                                      "max({a}, {b})", "3 * {a} + {b}", "{b} - 2 * {a}",
-                                     "{a} * {b} - 1", "1 - {a}"]))
+                                     "{a} * {b} - 1", "1 - {a}",
+                                     # spines of operations (several SIMD steps)
+                                     "max({a} + {b}, 0)", "max({a} - {b}, 0) + {a}",
+                                     "{b} - max({a}, 1)", "-max({a}, {b})",
+                                     "max(2 * {a}, {b}) * 3"]))
         reads: tuple[Access, ...] = (a,)
         b = acc("B", "i")
         if "{b}" in form:
