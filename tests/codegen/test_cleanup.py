@@ -44,3 +44,33 @@ def test_unread_counters_and_their_updates_go() -> None:
     assert "k = 2;" in text and "a[k] = 1.0;" in text
     # the control task is left with nothing to do: the end mark needs no task
     assert [t.name for t in program.tasks] == ["main", "on_x"]
+
+
+def test_one_stream_ending_once_finishes_in_its_control_task(tmp_path) -> None:
+    from codegen.driver import compile_file
+    from pesim.run import run_program
+
+    (tmp_path / "g.lair").write_text("""
+lair g(): float16 W[16][16], float16 x[16] -> float16 y[16]
+{ all (i, j) in (16, 16) y[i] += W[i][j] * x[j] }
+""")
+    # x reaches columns 1 and 2 only; y's chain runs through idle columns 0 and 3
+    (tmp_path / "g.map").write_text("""
+rectangle { PE[4, 2] }
+placement { g[i, j] -> PE[1 + j//8, i//8] }
+input  x dense { x[j = 0:15] -> [PE[1 + j//8, -1] -> index[j mod 8]] }
+input  W resident
+output y dense { y[i = 0:15] -> [PE[-1, i//8] -> index[i mod 8]] }
+""")
+    compiled = compile_file(tmp_path / "g.lair")
+    assert compiled.module is not None
+    (program,) = [p for p in compiled.module.programs if p.name == "compute"]
+    assert "pending" not in {v.name for v in program.ints}
+    assert "finish" not in {t.name for t in program.tasks}
+    end_x = next(t for t in program.tasks if t.name == "end_x")
+    main = next(t for t in program.tasks if t.name == "main")
+    # the PEs x reaches finish when its end mark arrives; the others in main
+    assert end_x.body and main.body
+    for seed in (0, 1):
+        result = run_program(tmp_path / "g.lair", seed=seed)
+        assert result.comparison.verified and result.comparison.exact
