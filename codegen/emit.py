@@ -134,11 +134,12 @@ class _ComputeBuilder(Sharing, Gathering):
         main: list[Stmt] = list(self._init())
         finish = self._finish()
         flows = self.tg.inputs
-        # With one stream that ends with one mark on each PE it reaches, that mark is the
-        # moment the PE's work is done: finish in its control task, with no counting (and
-        # in main on the PEs the stream does not reach).
+        # With one stream that ends with the same number of marks on each PE it reaches,
+        # the last mark is the moment the PE's work is done: finish in its control task
+        # (when its group counter says so), with no counting (and in main on the PEs the
+        # stream does not reach).
         direct = len(flows) == 1 and isinstance(flows[0].groups, int) and (
-            flows[0].groups == 1)
+            flows[0].groups == 1 or flows[0].index_dims > 1)
         if direct:
             self._input_routes(flows[0])
             tasks.extend(self._flow_tasks(flows[0], finish, counted=False))
@@ -411,6 +412,9 @@ class _ComputeBuilder(Sharing, Gathering):
             control.append(SetInt("pending", "+=", IConst(-1)))
             if done:
                 control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+        elif isinstance(flow.groups, int) and flow.groups > 1:  # after the last group
+            control.extend(guarded(Cmp("==", IVar(f"g_{flow.name}"), IConst(flow.groups)),
+                                   done))
         else:
             control.extend(done)
         reached = pe_condition_set(flow.lines)
