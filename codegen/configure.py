@@ -30,7 +30,7 @@ from codegen.peir import (
 )
 from codegen.scancheck import ScanError, cond_set, quasi_affine
 from mapping import poly
-from pesim.expr import cond_iexprs, iexpr_names
+from pesim.expr import cond_names, iexpr_names
 
 PE_ONLY = frozenset(poly.PE_NAMES)
 
@@ -128,7 +128,7 @@ def _names(where: isl.Set) -> set[str]:
 
 def _known_set(cond: Cond, where: isl.Set) -> isl.Set | None:
     """Where ``cond`` holds, if it depends only on the PE and loop variables."""
-    names = {n for e in cond_iexprs(cond) for n in iexpr_names(e)}
+    names = set(cond_names(cond))
     if not names <= _names(where):
         return None
     try:

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-simd", action="store_true",
                         help="generate scalar loops only (no SIMD instructions)")
     parser.add_argument("--arrival", choices=ARRIVAL_MODES, default=ARRIVAL_MODES[0],
-                        help="batched: take dense streams in batches of wavelets where the "
+                        help="batched: take input streams in batches of wavelets where the "
                              "cost model predicts a gain; per-wavelet: one task per arriving "
                              "wavelet, as in the paper (default: %(default)s)")
     parser.add_argument("--report", metavar="FILE.json",

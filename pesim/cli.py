@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-simd", action="store_true",
                         help="with PROG.lair: compile without SIMD instructions")
     parser.add_argument("--arrival", choices=("batched", "per-wavelet"),
-                        help="with PROG.lair: take dense streams in batches where predicted "
+                        help="with PROG.lair: take input streams in batches where predicted "
                              "cheaper (batched, the default) or one task per wavelet "
                              "(per-wavelet, as in the paper)")
     parser.add_argument("--inputs", metavar="IN.npz",
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override fabric settings (costs, sizes, cycle limit)")
     parser.add_argument("--report", metavar="FILE.json",
                         help="write the JSON report (cycles, the mapping's bound, per-PE "
-                             "and per-link statistics)")
+                             "statistics with a per-task profile, per-link statistics)")
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
                         help="stop a simulation that runs longer than S seconds of wall time "
                              "(default %(default)g)")
