@@ -13,21 +13,25 @@ mapping can beat on the fabric it is simulated on:
   compute, plus the hops its last result still travels to a streamed output's sink.
 
 The bound is the largest term; reports give ``cycles / bound`` and the term that
-dominates, so two code generators can be compared on the same mapping. Every element
-and instance counts: a run whose sparse inputs have zeros skips some and may come in
-under the bound.
+dominates, so two code generators can be compared on the same mapping. Given the values
+of the tensors (``data``: a simulated run's inputs and expected outputs), a sparse
+stream counts only its nonzero elements, and an instance that a zero element of a
+sparse input makes vanish (``lair.graph.vanishes_with``) counts no work, as the code
+may skip it; without them every element and instance counts (the compile report).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping as Values
 from dataclasses import dataclass
 from typing import Any
 
 import islpy as isl
+import numpy as np
 
-from lair.graph import Binary, Read, Stmt, Unary, Value
-from lair.lower import PolyModel
+from lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
+from lair.lower import PolyModel, PolyStatement
 from mapping import poly
 from mapping.flows import accessing_pes
 from mapping.mesh import point
@@ -106,16 +110,18 @@ def _is_product(value: Value) -> bool:
     return isinstance(value, Binary) and value.op == "*"
 
 
-def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | None = None
-                  ) -> Bound:
+def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | None = None,
+                  *, data: Values[str, np.ndarray] | None = None) -> Bound:
+    """The bound; with ``data`` (tensor values), for those values (see the module)."""
     config = config or FabricConfig()
-    work = _work(model, mapping, config)
-    return Bound((_compute(work), _injection(mapping), _latency(model, mapping, config),
-                  _path(model, mapping, config, work)))
+    data = data or {}
+    work = _work(model, mapping, config, data)
+    return Bound((_compute(work), _injection(mapping, data),
+                  _latency(model, mapping, config), _path(model, mapping, config, work)))
 
 
-def _work(model: PolyModel, mapping: Mapping, config: FabricConfig
-          ) -> dict[tuple[int, ...], dict[str, float]]:
+def _work(model: PolyModel, mapping: Mapping, config: FabricConfig,
+          data: Values[str, np.ndarray]) -> dict[tuple[int, ...], dict[str, float]]:
     """Per PE and statement: element operations over the SIMD width of their type
     (counted PE by PE: a report-only cost, not part of compiling)."""
     per_pe: dict[tuple[int, ...], dict[str, float]] = {}
@@ -125,11 +131,53 @@ def _work(model: PolyModel, mapping: Mapping, config: FabricConfig
         placed = mapping.placement_of(pstmt.name)
         placed, domain = poly.align_params(placed, pstmt.domain)
         placed = placed.intersect_domain(domain)
+        skippable = _skippable(pstmt, mapping, data)
+        counts = _nonvanishing(pstmt, placed, skippable) if skippable else None
         for pe in poly.points(placed.range()):
-            at = isl.Set.from_point(point(placed.range().get_space(), pe))
-            count = int(placed.intersect_range(at).domain().count_val().to_python())
+            if counts is not None:
+                count = counts.get(pe, 0)
+            else:
+                at = isl.Set.from_point(point(placed.range().get_space(), pe))
+                count = int(placed.intersect_range(at).domain().count_val().to_python())
             per_pe.setdefault(pe, {})[pstmt.name] = count * ops / width
     return per_pe
+
+
+def _skippable(pstmt: PolyStatement, mapping: Mapping, data: Values[str, np.ndarray]
+               ) -> list[tuple[isl.Map, np.ndarray]]:
+    """The sparse input streams whose zero elements (present in ``data``) make an
+    instance of ``pstmt`` vanish: its access and the tensor's values for each."""
+    stmt = pstmt.stmt
+    if stmt.op not in ("+=", "="):
+        return []
+    sparse = {s.tensor for s in mapping.streams if s.direction == "input" and
+              s.kind == "sparse"}
+    return [(pstmt.read(t), np.asarray(data[t])) for t in sorted({r.tensor for r in stmt.reads})
+            if t in sparse and t in data and vanishes_with(stmt.value, t) and
+            not np.all(np.asarray(data[t]) != 0)]
+
+
+def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
+                  skippable: list[tuple[isl.Map, np.ndarray]]) -> dict[tuple[int, ...], int]:
+    """Per PE, the instances of ``pstmt`` whose every skippable read is nonzero: the
+    instances listed with their PE and elements (a report-only cost, linear in them)."""
+    relation = placed
+    for access, _ in skippable:
+        access, relation = poly.align_params(access, relation)
+        relation = relation.range_product(access.intersect_domain(pstmt.domain))
+    rows = np.array(poly.points(relation.wrap()), dtype=np.int64)
+    if rows.size == 0:
+        return {}
+    column = int(relation.dim(isl.dim_type.in_))
+    keep = np.ones(len(rows), dtype=bool)
+    pe_at = column
+    column += 2
+    for access, values in skippable:
+        dims = int(access.dim(isl.dim_type.out))
+        keep &= values[tuple(rows[:, column + d] for d in range(dims))] != 0
+        column += dims
+    pes, counts = np.unique(rows[keep][:, pe_at:pe_at + 2], axis=0, return_counts=True)
+    return {(int(x), int(y)): int(n) for (x, y), n in zip(pes, counts, strict=True)}
 
 
 def _compute(work: dict[tuple[int, ...], dict[str, float]]) -> Term:
@@ -177,13 +225,17 @@ def _path(model: PolyModel, mapping: Mapping, config: FabricConfig,
     return best
 
 
-def _injection(mapping: Mapping) -> Term:
-    """Busiest external PE: the elements its stream sends or receives, one per cycle."""
+def _injection(mapping: Mapping, data: Values[str, np.ndarray]) -> Term:
+    """Busiest external PE: the elements its stream sends or receives, one per cycle (a
+    sparse stream's nonzero ones, where ``data`` has the tensor's values)."""
     best = Term("injection", 0, "no streams")
     for stream in mapping.streams:
         per_ext: dict[tuple[int, ...], int] = {}
+        values = data.get(stream.tensor) if stream.kind == "sparse" else None
         for pair in poly.points(stream.external_pes.wrap()):
             ext = pair[-2:]
+            if values is not None and np.asarray(values)[pair[:-2]] == 0:
+                continue
             per_ext[ext] = per_ext.get(ext, 0) + 1
         for ext, count in per_ext.items():
             if count > best.cycles:

@@ -242,5 +242,6 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     outcome = run_module(module, compiled.program, inputs, config=config,
                          reference=Path(path).resolve(), max_seconds=max_seconds)
-    bound = mapping_bound(compiled.program.model, compiled.mapping, config)
+    bound = mapping_bound(compiled.program.model, compiled.mapping, config,
+                          data={**outcome.inputs, **outcome.expected})
     return replace(outcome, bound=bound)

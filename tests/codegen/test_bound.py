@@ -5,12 +5,14 @@ from __future__ import annotations
 import textwrap
 
 import islpy as isl
+import numpy as np
 import pytest
 from conftest import EXAMPLES
 
 from codegen.bound import element_ops, mapping_bound
 from codegen.driver import compile_file
 from lair.frontend import program_from_text
+from lair.interp import random_inputs
 from mapping import poly
 from pesim.fabric import FabricConfig
 
@@ -32,8 +34,9 @@ def test_element_operations_per_instance(body: str, ops: int) -> None:
     assert element_ops(program.graph.statements[0]) == ops
 
 
-def _brute_compute(path: str) -> int:
-    """Busiest PE's element operations over the SIMD width, instance by instance."""
+def _brute_compute(path: str, zero: dict[str, np.ndarray] | None = None) -> int:
+    """Busiest PE's element operations over the SIMD width, instance by instance; with
+    ``zero``, skipping the instances of a ``+=`` whose read of a tensor there is zero."""
     c = compile_file(EXAMPLES / path, stop="mapping")
     config = FabricConfig()
     work: dict[tuple[int, ...], float] = {}
@@ -41,6 +44,11 @@ def _brute_compute(path: str) -> int:
         width = config.simd_width(c.program.graph.tensor(pstmt.stmt.target.tensor).dtype)
         placed = c.mapping.placement_of(pstmt.name)
         for instance in poly.points(pstmt.domain):
+            env = dict(zip(pstmt.stmt.iterators, instance, strict=True))
+            if zero and pstmt.stmt.op == "+=" and any(
+                    zero[r.tensor][tuple(ix.evaluate(env) for ix in r.index)] == 0
+                    for r in pstmt.stmt.reads if r.tensor in zero):
+                continue
             single = pstmt.domain
             for k, v in enumerate(instance):
                 single = single.fix_val(isl.dim_type.set, k,
@@ -56,6 +64,24 @@ def test_compute_term_is_the_busiest_pe_by_brute_force(path: str) -> None:
     c = compile_file(EXAMPLES / path, stop="mapping")
     bound = mapping_bound(c.program.model, c.mapping)
     assert bound.as_dict()["compute"]["cycles"] == _brute_compute(path)
+
+
+def test_zeros_of_a_sparse_stream_count_no_work_and_no_wavelet() -> None:
+    """gemm streams A sparse: an instance of prod (P += A * B) with A's element zero
+    needs no work, and the zero is not sent; the bound for those values knows."""
+    c = compile_file(EXAMPLES / "polybench" / "gemm.lair", stop="mapping")
+    inputs = random_inputs(c.program.graph, 3, low=-3, high=3)
+    a = inputs["A"]
+    assert (a == 0).any() and (a != 0).any()
+    for values in (a, np.zeros_like(a)):
+        b = mapping_bound(c.program.model, c.mapping, data={**inputs, "A": values}).as_dict()
+        assert b["compute"]["cycles"] == _brute_compute("polybench/gemm.lair", {"A": values})
+        # A[i][k] enters at PE[-1, i//5]: the nonzero ones of the busiest row block
+        rows = [int(np.count_nonzero(values[5 * y:5 * y + 5])) for y in range(4)]
+        assert b["injection"]["cycles"] == max(rows)
+    every = mapping_bound(c.program.model, c.mapping).as_dict()
+    assert every["compute"]["cycles"] == _brute_compute("polybench/gemm.lair")
+    assert every["injection"]["cycles"] == 5 * 30
 
 
 def test_gemv_and_conv2d_terms() -> None:

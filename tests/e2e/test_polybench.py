@@ -101,3 +101,6 @@ def test_kernel_simulates_exactly(name: str, size: str, simd: bool) -> None:
                           params=params, simd=simd)
     assert outcome.comparison.verified and outcome.comparison.exact, \
         outcome.comparison.mismatch
+    # the bound for these inputs, whose sparse streams have zeros, holds too
+    assert outcome.bound is not None
+    assert outcome.result.cycles >= outcome.bound.cycles, outcome.bound.describe()
