@@ -26,9 +26,12 @@ from math import ceil, prod
 
 import islpy as isl
 
-from codegen.cost import COSTS, dispatch, expr_ops, scalar_cycles, simd_cycles
-from codegen.peir import ELEMENT_BYTES, MAX_SIMD_DIMS, IExpr
+from codegen.cost import COSTS, box_volume, dispatch, expr_ops, scalar_cycles, simd_cycles
+from codegen.hoist import per_arrival_cond_ops
+from codegen.islast import condition_of, pw_aff_expr
+from codegen.peir import ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
 from codegen.simd import SimdDecision, decide, linear_access
+from codegen.stmtutil import pe_condition_set
 from mapping import poly
 from mapping.flows import InputFlow, Task, TaskGraph
 from mapping.memory import LocalTensor, Memory
@@ -40,7 +43,10 @@ MAX_BATCH = 64
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
 SPARSE_DENSITY = 0.75
-KEEP_PER_WAVELET = 2  # storing an arriving element where it is kept (store, address)
+# Wavelets that come through adapters arrive one per adapter task (its dispatch, the
+# test whether the element is for its line, the send): a batch waits for all of them.
+ADAPTER_WORK = 5
+KEEP_PER_WAVELET = 1  # storing an arriving element where it is kept (+1: a sparse address)
 
 
 @dataclass(frozen=True)
@@ -49,11 +55,13 @@ class Candidate:
     busiest group of arrivals on a PE (``size`` None: one task per wavelet)."""
 
     size: int | None
-    cycles: int | None
+    cycles: int | None  # from the first arrival on the busiest PE to the end of its work
     note: str
+    busy: int | None = None  # the data task's cycles on a PE over its groups, no zeros
 
     def report(self) -> dict[str, object]:
-        return {"batch": self.size, "predicted_cycles": self.cycles, "note": self.note}
+        return {"batch": self.size, "predicted_cycles": self.cycles,
+                "predicted_busy": self.busy, "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ class ArrivalPlan:
 
 def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
                   arrival: str = "batched", max_batch: int = MAX_BATCH) -> ArrivalPlan:
-    """For each dense input flow, the predicted cost of per-wavelet tasks and of batches
+    """For each input flow, the predicted cost of per-wavelet tasks and of batches
     of each candidate size; the cheapest batching where it beats per-wavelet tasks."""
     if arrival not in (*ARRIVAL_MODES, ALWAYS):
         raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
@@ -142,14 +150,32 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     window = _window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
     length = window[2] if window is not None else None
-    pw_cost = dispatch() + 1 + sum(_run_cost(d, tg, t) for t, d in zip(
-        tasks, per_wavelet, strict=True)) if len(per_wavelet) == len(tasks) else None
+    varying = frozenset(poly.index_names(flow.index_dims)[-1:])
+    env: dict[str, IExpr] | None = None
+    if flow.kind == "sparse" and flow.wire_offset is not None:  # as emission rewrites it
+        env = {"index": IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1],
+                                                             flow.arrival_context()))}
+    # dispatch, a dense stream's arrival counter, storing a kept element, the work (on
+    # the share of arrivals that have instances on the PE, the others test a guard)
+    pw_cost = None
+    if len(per_wavelet) == len(tasks):
+        pw_cost = dispatch() + (flow.kind == "dense")
+        for t, d in zip(tasks, per_wavelet, strict=True):
+            run = _run_cost(d, tg, t, varying=varying, env=env)
+            share = _trigger_share(flow, t, varying)
+            pw_cost += run if share is None else ceil(run * share[0]) + share[1]
     if pw_cost is not None and flow.tensor in tg.buffered:
-        pw_cost += KEEP_PER_WAVELET
-    pw_cycles = None if pw_cost is None or length is None else length * max(1, pw_cost)
-    if pw_cycles is not None and flow.kind == "sparse":  # per-wavelet tasks skip zeros
-        pw_cycles = ceil(pw_cycles * SPARSE_DENSITY)
-    result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)")]
+        pw_cost += KEEP_PER_WAVELET + (flow.kind == "sparse")
+    every = None if pw_cost is None or length is None else length * max(1, pw_cost)
+    groups = _groups(flow)
+    period = 1 if flow.adapter is None else dispatch() + ADAPTER_WORK
+    pw_cycles = None
+    if every is not None and length is not None and pw_cost is not None:
+        # the stream's arrivals on the PE, or its busy cycles (sparse: skipping zeros)
+        busy = groups * every * (SPARSE_DENSITY if flow.kind == "sparse" else 1)
+        pw_cycles = ceil(max(groups * length * period + pw_cost, busy))
+    result = [Candidate(None, pw_cycles, "one task per wavelet (the paper's code)",
+                        None if every is None else groups * every)]
     if not enabled:
         return tuple(result), None
     kept = memory.of(flow.tensor) if flow.tensor in tg.buffered else None
@@ -172,24 +198,36 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         if isinstance(made, str):
             result.append(Candidate(size, None, made))
             continue
-        cost = [dispatch() + 1 + sum(_run_cost(made.decision(t.name), tg, t, count=size)
+        cost = [dispatch() + sum(_run_cost(made.decision(t.name), tg, t, count=size)
                                       for t in made.tasks)]
-        if made.keep is not None:
+        if made.keep is not None and not lands_in_place(made, kept):
             cost[0] += made.keep.cycles(land_local.dtype)
         batches = ceil(length / size)
-        if flow.kind == "sparse":  # windows need not align with the group; clearing
-            batches += 1
+        if flow.kind == "sparse":  # windows aligned to multiples of K, each cleared
+            batches = _windows(flow, window, size)
             cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
         # landing the first batch, then compute-bound or arrival-bound
-        cycles = max(size + batches * cost[0], length + cost[0])
+        cycles = max(size * period + groups * batches * cost[0],
+                     groups * length * period + cost[0])
         result.append(Candidate(size, cycles, f"{batches} batch(es) of up to {size} "
-                                              f"wavelets, {cost[0]} cycles each"))
+                                              f"wavelets, {cost[0]} cycles each",
+                                groups * batches * cost[0]))
         if best is None or cycles < best[0]:
             best = (cycles, made)
     if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
         return tuple(result), None
     gain = max(0, pw_cycles - best[0]) if pw_cycles is not None else 0
     return tuple(result), replace(best[1], gain=gain)
+
+
+def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
+    """Whether every batch's wavelets go, as they land, exactly where the PE keeps them
+    (``kept``): the kept box is the whole window, at the start of the tensor's array."""
+    keep = batch.keep
+    return keep is not None and kept is not None and keep.sizes == (batch.size,) and \
+        keep.dst_strides == (1,) and keep.src_strides == (1,) and \
+        keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
+        prod(kept.size) >= batch.size and kept.dtype == batch.land.dtype
 
 
 def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
@@ -204,6 +242,60 @@ def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
     if not length.is_int():
         return None
     return first, last, int(length.to_python())
+
+
+def _windows(flow: InputFlow, window: tuple[isl.PwAff, isl.PwAff, int], size: int) -> int:
+    """The most windows of ``size`` (aligned to multiples of it, after the wire offset)
+    that one group of a sparse stream's arrivals spans."""
+    first, last, length = window
+    shift = flow.wire_offset[-1] if flow.wire_offset is not None else None
+
+    def window_of(at: isl.PwAff) -> isl.PwAff:
+        if shift is not None:
+            at = at.sub(shift.align_params(at.get_space()))
+        return at.scale_down_val(isl.Val.int_from_si(at.get_ctx(), size)).floor()
+
+    first, last = poly.align_params(first, last)
+    spans = window_of(last).sub(window_of(first)).max_val()
+    return int(spans.to_python()) + 1 if spans.is_int() else ceil(length / size) + 1
+
+
+def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
+                   ) -> tuple[float, int] | None:
+    """For a task whose instances on a PE do not follow every arrival there: the share
+    of arrivals that have some (the most at the first and last PE of the flow, counted
+    there) and the cycles of the guard that tests it per wavelet. None if every one has
+    (no guard in the code)."""
+    assert task.instances is not None
+    arrivals = flow.arrival_context()
+    triggering = task.instances.params()
+    arrivals, triggering = poly.align_params(arrivals, triggering)
+    guard = condition_of(triggering, arrivals)
+    if guard is None:
+        return None
+    share = 0.0
+    for corner in (flow.lines.lexmin(), flow.lines.lexmax()):
+        pe = pe_condition_set(corner).align_params(arrivals.get_space())
+        at, triggered = arrivals.intersect_params(pe), triggering.intersect_params(pe)
+        total = _count(at)
+        if total:
+            share = max(share, _count(triggered.intersect(at)) / total)
+    return share, COSTS.if_branch + per_arrival_cond_ops(guard, varying)
+
+
+def _count(params: isl.Set) -> int:
+    """The points of a bounded set of parameter values."""
+    return int(isl.Set.from_params(params).count_val().to_python()) if not \
+        params.is_empty() else 0
+
+
+def _groups(flow: InputFlow) -> int:
+    """The most groups of arrivals (values of the outer index) a PE sees, by box."""
+    if flow.index_dims < 2:
+        return 1
+    arrivals = poly.bind_pe(flow.arrivals())
+    outer = arrivals.project_out(isl.dim_type.set, flow.index_dims - 1, 1)
+    return box_volume(outer)
 
 
 def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | str:
@@ -316,11 +408,14 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
                     src_base)
 
 
-def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1) -> int:
+def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1,
+              varying: frozenset[str] | None = None, env: dict[str, IExpr] | None = None
+              ) -> int:
     """Predicted cycles of a task's work per invocation: its SIMD instructions, or scalar
     loops over ``count`` arrivals' instances."""
     assert task.statement is not None and task.instances is not None
     stmt = tg.model.statement(task.statement).stmt
     if d.used and d.sizes is not None:
-        return simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype)
+        return simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype,
+                           varying=varying, env=env)
     return scalar_cycles(stmt, task.instances, task.trigger, count=count)

@@ -14,8 +14,11 @@ from math import prod
 
 import islpy as isl
 
+from codegen.hoist import per_arrival_ops
+from codegen.islast import substitute
 from codegen.peir import IExpr
 from codegen.simd import SimdDecision
+from codegen.stmtutil import simplify
 from lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from mapping import poly
 from pesim.expr import iexpr_ops
@@ -28,14 +31,22 @@ def dispatch() -> int:
     return COSTS.task_dispatch
 
 
-def simd_cycles(d: SimdDecision, dtype: str) -> int:
+def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None = None,
+                env: dict[str, IExpr] | None = None) -> int:
     """One invocation of a SIMD decision: every operation's start-up, element operations
-    over the width, base and variant arithmetic; times its scalar outer loops."""
+    over the width, base and variant arithmetic; times its scalar outer loops. With
+    ``varying`` (the names that change between invocations), base arithmetic counts
+    what is left once the rest is computed once per group (codegen.hoist); ``env``
+    rewrites names in the bases as emission does (a wavelet's index to the tensor's)."""
     assert d.used and d.sizes is not None
     width = COSTS.simd_width(dtype)
     ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
     steps = 1 + len(d.more)
-    base_ops = sum(expr_ops(o.base) for o in (d.dst, *d.srcs) if o is not None and o.base)
+    bases = [o.base for o in (d.dst, *d.srcs) if o is not None and o.base is not None]
+    if env:
+        bases = [simplify(substitute(b, env)) for b in bases]
+    base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
+                   for b in bases)
     select = COSTS.simd_variant_select + expr_ops(d.variant) if d.variant is not None else 0
     per_run = COSTS.simd_startup + -(-ops // width) + base_ops + select
     if d.outer is None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import prod
 
 import islpy as isl
 
 from codegen.adapters import adapter_programs
-from codegen.batching import COUNT, ArrivalPlan, Batch
+from codegen.batching import COUNT, ArrivalPlan, Batch, lands_in_place
 from codegen.cleanup import drop_unread_ints
 from codegen.configure import guard_configurations
 from codegen.cost import elementwise_simd_pays
@@ -424,14 +423,7 @@ class _ComputeBuilder(Sharing, Gathering):
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
 
     def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:
-        """Whether every batch's wavelets go, as they land, exactly where the PE keeps
-        them: the kept box is the whole window, at the start of the tensor's array."""
-        keep = batch.keep
-        local = self.memory.of(flow.tensor)
-        return keep is not None and local is not None and keep.sizes == (batch.size,) and \
-            keep.dst_strides == (1,) and keep.src_strides == (1,) and \
-            keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
-            prod(local.size) >= batch.size and local.dtype == batch.land.dtype
+        return lands_in_place(batch, self.memory.of(flow.tensor))
 
     def _batched_keep(self, batch: Batch, flow: InputFlow) -> list[Stmt]:
         """Copy the batch's kept elements from the landing array into place."""

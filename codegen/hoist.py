@@ -109,6 +109,17 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
     return replace(program, ints=(*program.ints, *new_ints), tasks=tuple(tasks))
 
 
+def per_arrival_ops(e: IExpr, varying: frozenset[str]) -> int:
+    """The operations of ``e`` left in a data task after this pass, when only the names
+    in ``varying`` change from one wavelet to the next (for predicting cycles)."""
+    return iexpr_ops(_Hoister("t", set(iexpr_names(e)) - varying).iexpr(e))
+
+
+def per_arrival_cond_ops(c: Cond, varying: frozenset[str]) -> int:
+    """:func:`per_arrival_ops` for a condition."""
+    return cond_ops(_Hoister("t", set(cond_names(c)) - varying).cond(c))
+
+
 class _Hoister:
     def __init__(self, prefix: str, fixed: set[str]):
         self.prefix, self.fixed = prefix, fixed

@@ -83,7 +83,9 @@ def test_simd_decision_for_ff_is_the_size_8_box() -> None:
 
 def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     report = tmp_path / "ff.json"
-    assert cli(main, EXAMPLES / "fc" / "ff.lair", "--emit=simd", "--report", report).status == 0
+    # (the paper's per-wavelet code: eq. (12) is one wavelet's instances)
+    assert cli(main, EXAMPLES / "fc" / "ff.lair", "--emit=simd", "--arrival=per-wavelet",
+               "--report", report).status == 0
     data = json.loads(report.read_text())
     (task,) = [t for t in data["tasks"] if t["kind"] == "compute"]
     assert task["simd"]["used"] and task["simd"]["sizes"] == [8]
