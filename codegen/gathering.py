@@ -225,29 +225,46 @@ class Gathering(EmitterState):
             if length > 2:
                 roles.append((even, first, second, False))
             roles.append((odd, second, first, False))
+        # A sparse stream's index is the innermost k: one indexed SIMD output sends it
+        # where its groups are the box's rows, counted from 0 (``out(c, index)``).
+        from_zero = linear and poly.constant_value(rect.minimum.get_at(n - 1)) == 0
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for when, send_color, recv_color, pairs in roles:
-            if pairs:
+            simd = self._simd_out("out", out.tensor) and n <= 4 and linear and \
+                elementwise_simd_pays(sizes, local.dtype, ops=3)
+            if pairs and simd and from_zero:
+                cases.append((when, self._simd_send(out, len(cases), local, strides, sizes,
+                                                    base, send_color, recv_color, True)))
+            elif pairs:
                 closing = (SendEnd(send_color),) if n == 1 else ()  # (else per group)
                 cases.append((when, (*self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction,
                     with_index=True), *closing)))
-            elif self._simd_out("out", out.tensor) and n <= 4 and linear and \
-                    elementwise_simd_pays(sizes, local.dtype, ops=3):
-                op = "copy" if recv_color is None else reduction
-                name = f"out_{out.tensor}_{len(cases)}"
-                srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
-                if recv_color is not None:
-                    srcs = (*srcs, SimdOperand("in", color=recv_color))
-                self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
-                                               SimdOperand("out", color=send_color), srcs))
-                cases.append((when, [Run(name, ((local.name, base),))]))
+            elif simd:
+                cases.append((when, self._simd_send(out, len(cases), local, strides, sizes,
+                                                    base, send_color, recv_color, False)))
             else:
                 cases.append((when, self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction)))
         if out.chain:  # only the lines the output leaves along take part
             return list(guarded(senders, case_chain(cases, exhaustive=True)))
         return list(case_chain(cases, exhaustive=False))
+
+    def _simd_send(self, out: OutputFlow, case: int, local: LocalTensor,
+                   strides: tuple[int, ...], sizes: tuple[int, ...], base: IExpr,
+                   send_color: int, recv_color: int | None, indexed: bool) -> list[Stmt]:
+        """One SIMD instruction sending the PE's box of ``out`` (plus what arrives on
+        ``recv_color``, a chain's partial results), with indices and end marks if
+        ``indexed``."""
+        op = "copy" if recv_color is None else self._reduction_op(out.tensor)
+        name = f"out_{out.tensor}_{case}"
+        srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
+        if recv_color is not None:
+            srcs = (*srcs, SimdOperand("in", color=recv_color))
+        self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
+                                       SimdOperand("out", color=send_color, indexed=indexed),
+                                       srcs))
+        return [Run(name, ((local.name, base),))]
 
     def _scalar_send(self, k_to_local: isl.Map, context: isl.Set, local: LocalTensor,
                      send_color: int, recv_color: int | None, reduction: str, *,

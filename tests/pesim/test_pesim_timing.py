@@ -297,3 +297,31 @@ def test_the_per_task_profile_adds_up_to_each_pes_busy_cycles(example: str) -> N
         assert sum(busy for _, busy in stats.tasks.values()) == stats.busy, pe
         assert sum(runs for name, (runs, _) in stats.tasks.items() if name != "main") == \
             stats.tasks_run, pe
+
+
+def test_an_indexed_simd_output_sends_index_and_end_marks() -> None:
+    """``out(c, index)``: each element carries its innermost coordinate, and an end mark
+    closes each row (a sparse stream's group), taking one cycle's slot of its own."""
+    text = """
+module sparse_out
+mesh PE[1, 1]
+output y sparse color 1 { y[i = 0:1, j = 0:2] -> [PE[1, 0] -> index[i, j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 u[2][3] load U;
+  route 1: RAMP -> E;
+  simd snd [2, 3]: out(1, index) = u[3*i0 + i1];
+  task main {
+    run snd {u: 0};
+  }
+}
+"""
+    u = np.array([[1, 0, 3], [4, 5, 0]], np.float32)  # zeros may be sent: they stay 0
+    result = sim(text, {"U": u}, {"y": ((2, 3), "float32")})
+    assert np.array_equal(result.outputs["y"], u)
+    # configured by cycle 8, start-up 4; float32 one element per cycle: row 0 in cycles
+    # 12..14 and its end mark, whose slot (15) shifts row 1 to 16..18, then its end mark
+    assert result.pes[(0, 0)].busy == 8 + 4 + 6 + 2
+    assert result.cycles == 19 + 1  # the last end mark reaches the sink one hop later
+    assert result.pes[(0, 0)].wavelets_sent == 8
+    assert result.links[((0, 0), (1, 0))] == 8
