@@ -4,6 +4,7 @@ streamed out of the rectangle (docs/codegen.md, "Outputs")."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import prod
 
 import islpy as isl
 
@@ -179,8 +180,16 @@ class Gathering(EmitterState):
         # base + sum(stride * k): one affine piece (a grown array can make the position
         # floor(k / 6) * 66 + k mod 6; uneven tiles have smaller last boxes). Otherwise
         # scalar loops send the elements.
-        linear = pma.n_piece() == 1 and rect.rectangular and rect.constant_size is not None
+        linear = pma.n_piece() == 1 and rect.rectangular
         sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
+        variants: tuple[tuple[int, ...], ...] = (sizes,)
+        variant: IExpr | None = None
+        if linear and rect.constant_size is None:  # uneven tiles: a size per PE class
+            by_pe = _size_variants(rect.sizes, context)
+            linear = by_pe is not None
+            if by_pe is not None:
+                variants, variant = by_pe
+                sizes = max(variants, key=prod)
         strides: tuple[int, ...] = (0,) * n
         base: IExpr = IConst(0)
         if linear:
@@ -233,16 +242,18 @@ class Gathering(EmitterState):
             simd = self._simd_out("out", out.tensor) and n <= 4 and linear and \
                 elementwise_simd_pays(sizes, local.dtype, ops=3)
             if pairs and simd and from_zero:
-                cases.append((when, self._simd_send(out, len(cases), local, strides, sizes,
-                                                    base, send_color, recv_color, True)))
+                cases.append((when, self._simd_send(out, len(cases), local, strides, variants,
+                                                    variant, base, send_color, recv_color,
+                                                    True)))
             elif pairs:
                 closing = (SendEnd(send_color),) if n == 1 else ()  # (else per group)
                 cases.append((when, (*self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction,
                     with_index=True), *closing)))
             elif simd:
-                cases.append((when, self._simd_send(out, len(cases), local, strides, sizes,
-                                                    base, send_color, recv_color, False)))
+                cases.append((when, self._simd_send(out, len(cases), local, strides, variants,
+                                                    variant, base, send_color, recv_color,
+                                                    False)))
             else:
                 cases.append((when, self._scalar_send(
                     k_to_local, context, local, send_color, recv_color, reduction)))
@@ -251,20 +262,21 @@ class Gathering(EmitterState):
         return list(case_chain(cases, exhaustive=False))
 
     def _simd_send(self, out: OutputFlow, case: int, local: LocalTensor,
-                   strides: tuple[int, ...], sizes: tuple[int, ...], base: IExpr,
-                   send_color: int, recv_color: int | None, indexed: bool) -> list[Stmt]:
+                   strides: tuple[int, ...], variants: tuple[tuple[int, ...], ...],
+                   variant: IExpr | None, base: IExpr, send_color: int,
+                   recv_color: int | None, indexed: bool) -> list[Stmt]:
         """One SIMD instruction sending the PE's box of ``out`` (plus what arrives on
         ``recv_color``, a chain's partial results), with indices and end marks if
-        ``indexed``."""
+        ``indexed``; ``variant`` selects the PE's box size among ``variants``."""
         op = "copy" if recv_color is None else self._reduction_op(out.tensor)
         name = f"out_{out.tensor}_{case}"
         srcs: tuple[SimdOperand, ...] = (SimdOperand("array", local.name, strides),)
         if recv_color is not None:
             srcs = (*srcs, SimdOperand("in", color=recv_color))
-        self.configs.append(SimdConfig(name, op, (sizes,),  # type: ignore[arg-type]
+        self.configs.append(SimdConfig(name, op, variants,  # type: ignore[arg-type]
                                        SimdOperand("out", color=send_color, indexed=indexed),
                                        srcs))
-        return [Run(name, ((local.name, base),))]
+        return [Run(name, ((local.name, base),), None, variant)]
 
     def _scalar_send(self, k_to_local: isl.Map, context: isl.Set, local: LocalTensor,
                      send_color: int, recv_color: int | None, reduction: str, *,
@@ -295,6 +307,28 @@ class Gathering(EmitterState):
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
+
+
+MAX_OUTPUT_VARIANTS = 4
+
+
+def _size_variants(sizes: isl.Set, context: isl.Set
+                   ) -> tuple[tuple[tuple[int, ...], ...], IExpr] | None:
+    """The box sizes a PE's output elements take (``sizes``: size vectors over the PE
+    coordinates) and the expression selecting a PE's; None beyond a few."""
+    vectors = poly.points(sizes.project_out_all_params())
+    if not 1 < len(vectors) <= MAX_OUTPUT_VARIANTS:
+        return None
+    which: isl.PwAff | None = None
+    for k, vector in enumerate(vectors):
+        point = isl.Set.universe(sizes.get_space())
+        for d, v in enumerate(vector):
+            point = point.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, v))
+        where = sizes.intersect(point).params()
+        piece = isl.PwAff.val_on_domain(where, isl.Val.int_from_si(CTX, k))
+        which = piece if which is None else which.union_add(piece)
+    assert which is not None
+    return tuple(tuple(v) for v in vectors), pw_aff_expr(which.coalesce(), context)
 
 
 def _position(side: str, region: Region) -> IExpr:

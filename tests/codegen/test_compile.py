@@ -12,6 +12,7 @@ import pytest
 from conftest import EXAMPLES
 
 from codegen.driver import compile_file, main
+from codegen.peprint import module as print_module
 from codegen.pipeline import Compilation
 from codegen.report import compile_report
 from lair.diagnostics import UnsupportedMappingError
@@ -157,3 +158,15 @@ ROW = "lair n(): float16 W[4][4], float16 x[4] -> float16 y[4] " \
       "{ all (i, j) in (4, 4) y[i] += W[i][j] * x[j] }"
 
 
+
+
+def test_uneven_tiles_send_outputs_by_simd_with_a_size_per_pe() -> None:
+    """gemv_uneven: y has 30 rows on 4 PE rows of 8, so the last row's PEs hold 6. The
+    chain's instructions get a size variant per PE class, set up only where used, and
+    no element is sent by scalar code."""
+    c = compile_file(EXAMPLES / "movement" / "gemv_uneven.lair")
+    assert c.module is not None
+    (program,) = c.module.programs
+    outs = [k for k in program.configs if k.name.startswith("out_y")]
+    assert outs and all(k.variants == ((6,), (8,)) and k.guards for k in outs)
+    assert "send(" not in print_module(c.module)
