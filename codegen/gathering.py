@@ -274,7 +274,8 @@ class Gathering(EmitterState):
         if recv_color is not None:
             srcs = (*srcs, SimdOperand("in", color=recv_color))
         self.configs.append(SimdConfig(name, op, variants,  # type: ignore[arg-type]
-                                       SimdOperand("out", color=send_color, indexed=indexed),
+                                       SimdOperand("out", color=send_color, indexed=indexed,
+                                                   ends=indexed),
                                        srcs))
         return [Run(name, ((local.name, base),), None, variant)]
 

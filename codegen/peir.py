@@ -255,14 +255,16 @@ class SimdOperand:
     """``array[stride · i]`` (base given at invocation), ``scalar``, ``in(c)`` or ``out(c)``.
 
     ``out(c, index)`` (``indexed``) sends each element as a sparse wavelet whose index
-    is the element's innermost domain coordinate, and an end mark after each row of the
-    innermost dimension: a sparse stream's groups, as scalar code sends them."""
+    is the element's innermost domain coordinate; ``out(c, index, end)`` (``ends``) also
+    sends an end mark after each row of the innermost dimension: a sparse stream's
+    groups, as scalar code sends them."""
 
     kind: Literal["array", "scalar", "in", "out"]
     array: str | None = None
     strides: tuple[int, ...] = ()
     color: int | None = None
     indexed: bool = False
+    ends: bool = False
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ def operand(op: SimdOperand) -> str:
         case "in":
             return f"in({op.color})"
         case "out":
-            return f"out({op.color}, index)" if op.indexed else f"out({op.color})"
+            return f"out({op.color}{', index' if op.indexed else ''}{', end' if op.ends else ''})"
     terms = [f"{s}*i{k}" if s != 1 else f"i{k}" for k, s in enumerate(op.strides) if s]
     return f"{op.array}[{' + '.join(terms) if terms else '0'}]"
 

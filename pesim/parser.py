@@ -182,6 +182,7 @@ class _Operand:
     terms: tuple[tuple[str, int, SourceLoc], ...] = ()
     color: int | None = None
     indexed: bool = False
+    ends: bool = False
 
 
 @dataclass(frozen=True)
@@ -382,7 +383,8 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def _operand(self, op: _Operand, ndims: int, config: str) -> SimdOperand:
         if op.kind != "array":
-            return SimdOperand(op.kind, color=op.color, indexed=op.indexed)  # type: ignore[arg-type]
+            return SimdOperand(op.kind, color=op.color,  # type: ignore[arg-type]
+                               indexed=op.indexed, ends=op.ends)
         strides = [0] * ndims
         seen: set[str] = set()
         for dim, stride, loc in op.terms:
@@ -437,6 +439,10 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def out_indexed_operand(self, meta: Any, children: list[Token]) -> _Operand:
         return _Operand("out", self._loc(meta), color=self._int(children[0]), indexed=True)
+
+    def out_indexed_ends_operand(self, meta: Any, children: list[Token]) -> _Operand:
+        return _Operand("out", self._loc(meta), color=self._int(children[0]), indexed=True,
+                        ends=True)
 
     def linear(self, meta: Any, children: list[Any]) -> tuple[Any, ...]:
         return tuple(children)

@@ -959,8 +959,8 @@ class Core:
         """A SIMD instruction with fabric operands: element ``k`` is computed in cycle
         ``start + startup + k // width`` at the earliest, and not before its ``in(c)``
         wavelets arrived; ``out(c)`` results enter the router in that cycle. An
-        ``out(c, index)`` result carries its innermost coordinate as the index, and an end
-        mark follows each innermost row, taking the next cycle's slot."""
+        ``out(c, index)`` result carries its innermost coordinate as the index; with
+        ``end``, an end mark follows each innermost row, taking the next cycle's slot."""
         var, index, cost = self.simd_setup(info, v, bases)
         config = info.config
         out = self.ramp(config.dst.color) if config.dst.kind == "out" else None  # type: ignore[arg-type]
@@ -971,17 +971,18 @@ class Core:
         ins = [(k, o.color) for k, o in enumerate(operands) if o.kind == "in"]
         dst = self.flat[config.dst.array] if config.dst.kind == "array" else None  # type: ignore[index]
         indexed = config.dst.kind == "out" and config.dst.indexed
+        ends = config.dst.kind == "out" and config.dst.ends
         row = var.sizes[-1] if var.sizes else 1
-        self.busy += cost + (var.ops // row if indexed else 0)  # (end marks take a slot)
+        self.busy += cost + (var.ops // row if ends else 0)  # (end marks take a slot)
         self.simd_ops += var.ops
         self.simd_flops += var.ops * FLOPS[config.op]
         self.simd_runs += 1
         first = self.now() + self.config.simd_startup
         last = first
         width = info.width
-        ends = 0
+        marks = 0
         for e in range(var.ops):
-            cycle = max(last, first + e // width + ends)
+            cycle = max(last, first + e // width + marks)
             if cycle > self.now():
                 yield self.sim.timeout(cycle - self.now())
             got: dict[int, Any] = {}
@@ -1010,8 +1011,8 @@ class Core:
                 assert out is not None
                 what = f"out of simd {config.name}"
                 yield from self.push(out, (float(result), e % row), what)
-                if (e + 1) % row == 0:
-                    ends += 1
+                if ends and (e + 1) % row == 0:
+                    marks += 1
                     yield from self.push(out, END, what)
             else:
                 assert out is not None

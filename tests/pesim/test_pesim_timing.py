@@ -300,8 +300,8 @@ def test_the_per_task_profile_adds_up_to_each_pes_busy_cycles(example: str) -> N
 
 
 def test_an_indexed_simd_output_sends_index_and_end_marks() -> None:
-    """``out(c, index)``: each element carries its innermost coordinate, and an end mark
-    closes each row (a sparse stream's group), taking one cycle's slot of its own."""
+    """``out(c, index, end)``: each element carries its innermost coordinate, and an end
+    mark closes each row (a sparse stream's group), taking one cycle's slot of its own."""
     text = """
 module sparse_out
 mesh PE[1, 1]
@@ -310,7 +310,7 @@ program p origin PE[0, 0] pes { PE[0, 0] }
 {
   array float32 u[2][3] load U;
   route 1: RAMP -> E;
-  simd snd [2, 3]: out(1, index) = u[3*i0 + i1];
+  simd snd [2, 3]: out(1, index, end) = u[3*i0 + i1];
   task main {
     run snd {u: 0};
   }
