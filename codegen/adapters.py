@@ -7,6 +7,8 @@ import islpy as isl
 
 from codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
 from codegen.peir import (
+    COUNT,
+    Array,
     BoolOp,
     Cmp,
     Cond,
@@ -17,13 +19,16 @@ from codegen.peir import (
     IVar,
     PeProgram,
     Route,
+    Run,
     Send,
     SendEnd,
     SetInt,
+    SimdConfig,
+    SimdOperand,
     Stmt,
     Task,
 )
-from codegen.stmtutil import guarded
+from codegen.stmtutil import and_cond, guarded
 from mapping import poly
 from mapping.flows import InputFlow, TaskGraph, unsupported
 from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
@@ -31,18 +36,28 @@ from mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
 
 
-def adapter_programs(tg: TaskGraph) -> list[PeProgram]:
+def adapter_programs(tg: TaskGraph, *, batched: bool = True) -> list[PeProgram]:
     """One program per adapter line: the spreading of each stream that needs it, and
-    routes through the line for the other streams that cross it."""
+    routes through the line for the other streams that cross it. With ``batched``, a
+    line whose elements are one aligned window of the stream takes the stream in
+    batches of that window and sends its own by one SIMD instruction."""
     programs = []
     for region in {f.adapter.region for f in tg.inputs if f.adapter is not None}:
         flows = [f for f in tg.inputs if f.adapter is not None and f.adapter.region == region]
         side = flows[0].adapter.side  # type: ignore[union-attr]
         routes: list[Route] = []
         ints: list[IntVar] = []
+        arrays: list[Array] = []
+        configs: list[SimdConfig] = []
         tasks: list[Task] = [Task("main", "main", ())]
         for flow in flows:
             r, i, t = _spread(flow)
+            window = adapter_window(flow) if batched else None
+            if window is not None:
+                dtype = tg.model.graph.tensor(flow.tensor).dtype
+                i, t, arr, cfg = _batched_spread(flow, window, dtype)
+                arrays.append(arr)
+                configs.append(cfg)
             routes.extend(r)
             ints.extend(i)
             tasks.extend(t)
@@ -54,8 +69,94 @@ def adapter_programs(tg: TaskGraph) -> list[PeProgram]:
                 routes.append(Route(out.color, OPPOSITE[side], (side,)))
         name = "adapters_" + "_".join(f.name for f in flows)
         programs.append(PeProgram(name, (region.x0, region.y0), str(region.pes()),
-                                  ints=tuple(ints), routes=tuple(routes), tasks=tuple(tasks)))
+                                  arrays=tuple(arrays), ints=tuple(ints),
+                                  routes=tuple(routes), configs=tuple(configs),
+                                  tasks=tuple(tasks)))
     return programs
+
+
+def adapter_window(flow: InputFlow) -> tuple[int, isl.PwAff] | None:
+    """Where every adapter of the line sends a window of ``L`` consecutive indices that
+    starts at ``first(pos)``, a multiple of ``L`` counted from the stream's first index,
+    and re-indexes them ``0 .. L-1``: ``L`` and ``first``; else None."""
+    a = flow.adapter
+    assert a is not None
+    if flow.index_dims != 1:
+        return None
+    along = "PE_X" if a.side in VERTICAL else "PE_Y"
+    target = a.target
+    space = isl.Space.set_alloc(target.get_ctx(), 0, 1)
+    elements = target.unbind_params(poly.multi_id(space, [poly.INDEX]))
+    elements = poly.project_out_params(elements, [
+        str(elements.get_dim_name(isl.dim_type.param, d))
+        for d in range(elements.dim(isl.dim_type.param))
+        if elements.get_dim_name(isl.dim_type.param, d) != along])
+    if elements.is_empty():
+        return None
+    rect = poly.rectangularity(elements, index=())
+    if not (rect.rectangular and rect.dense and rect.constant_size is not None):
+        return None
+    (length,) = rect.constant_size
+    first = rect.minimum.get_at(0)
+    base = a.index_base[0] if flow.kind == "dense" else 0
+    ctx = first.get_ctx()
+    aligned = first.add_constant_val(isl.Val.int_from_si(ctx, -base)).mod_val(
+        isl.Val.int_from_si(ctx, length))
+    if length < 2 or poly.constant_value(aligned) != 0:
+        return None
+    # the index sent down must be the position in the window
+    sent = poly.bind_order(flow.order).apply(flow.relation.range_factor_range())
+    if not _is_function_of_params(sent):
+        return None
+    new = sent.as_pw_multi_aff().get_pw_aff(sent.dim(isl.dim_type.set) - 1)
+    new, where = poly.align_params(new, target)
+    first_at, new = poly.align_params(first, new)
+    where = where.align_params(new.get_domain_space())
+    index = poly.param_pw_aff(where, poly.INDEX)
+    position = index.sub(first_at.intersect_params(where))
+    if not new.intersect_params(where).is_equal(position):
+        return None
+    return length, first
+
+
+def _batched_spread(flow: InputFlow, window: tuple[int, isl.PwAff], dtype: str
+                    ) -> tuple[list[IntVar], list[Task], Array, SimdConfig]:
+    """Batches of the window's length land in the adapter; the batch that is the line's
+    window is sent down by one SIMD instruction (the other batches only pass)."""
+    a = flow.adapter
+    assert a is not None
+    length, first = window
+    context = a.region.context()
+    land = f"land_{flow.name}"
+    name = f"spread_{flow.name}_send"
+    sparse = flow.kind == "sparse"
+    config = SimdConfig(name, "copy", ((length,),),
+                        SimdOperand("out", color=flow.color, indexed=sparse),
+                        (SimdOperand("array", land, (1,)),))
+    length_along = a.region.width if a.side in VERTICAL else a.region.height
+    lo, hi = a.span
+    pos = IVar("PE_X" if a.side in VERTICAL else "PE_Y")
+    in_span = None if (lo, hi) == (0, length_along - 1) else BoolOp(
+        "&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
+    # (``first`` is defined on the span's lines only: the others never send)
+    first_expr = pw_aff_expr(first, context.intersect(first.domain().align_params(
+        context.get_space())))
+    ints: list[IntVar] = []
+    if sparse:  # a batch's ``index`` is its window's first index
+        own: Cond = Cmp("==", IVar("index"), first_expr)
+    else:  # a dense batch starts where the previous ones ended
+        counter = f"n_{flow.name}"
+        ints.append(IntVar(counter))
+        start = normalize(IBin("+", IConst(a.index_base[0]), IVar(counter)))
+        own = Cmp("==", start, first_expr)
+    body: list[Stmt] = list(guarded(and_cond(in_span, own), [Run(name, ((land, IConst(0)),))]))
+    if not sparse:
+        body.append(SetInt(counter, "+=", IVar(COUNT)))
+    tasks = [Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, sparse, length,
+                  land)]
+    tasks.append(Task(f"end_{flow.name}", "control", guarded(in_span, [SendEnd(flow.color)]),
+                      a.in_color))
+    return ints, tasks, Array(land, dtype, (length,)), config
 
 
 def _is_function_of_params(s: isl.Set) -> bool:

@@ -26,10 +26,11 @@ from math import ceil, prod
 
 import islpy as isl
 
+from codegen.adapters import adapter_window
 from codegen.cost import COSTS, box_volume, dispatch, expr_ops, scalar_cycles, simd_cycles
 from codegen.hoist import per_arrival_cond_ops
 from codegen.islast import condition_of, pw_aff_expr
-from codegen.peir import ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
+from codegen.peir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
 from codegen.simd import SimdDecision, decide, linear_access
 from codegen.stmtutil import pe_condition_set
 from mapping import poly
@@ -38,13 +39,13 @@ from mapping.memory import LocalTensor, Memory
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
-COUNT = "count"
 MAX_BATCH = 64
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
 SPARSE_DENSITY = 0.75
-# Wavelets that come through adapters arrive one per adapter task (its dispatch, the
-# test whether the element is for its line, the send): a batch waits for all of them.
+# Wavelets that come through per-wavelet adapters arrive one per adapter task (its
+# dispatch, the test whether the element is for its line, the send): a batch waits for
+# all of them. Batched adapters send a line's window at one per cycle.
 ADAPTER_WORK = 5
 KEEP_PER_WAVELET = 1  # storing an arriving element where it is kept (+1: a sparse address)
 
@@ -106,6 +107,7 @@ class Batch:
 class ArrivalPlan:
     batches: tuple[Batch, ...] = ()
     candidates: tuple[tuple[str, tuple[Candidate, ...]], ...] = ()
+    batched: bool = True  # False: the paper's per-wavelet code everywhere (adapters too)
 
     def of(self, flow: str) -> Batch | None:
         return next((b for b in self.batches if b.flow == flow), None)
@@ -141,7 +143,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
-    return ArrivalPlan(tuple(batches), tuple(candidates))
+    return ArrivalPlan(tuple(batches), tuple(candidates), arrival != "per-wavelet")
 
 
 def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
@@ -168,7 +170,8 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         pw_cost += KEEP_PER_WAVELET + (flow.kind == "sparse")
     every = None if pw_cost is None or length is None else length * max(1, pw_cost)
     groups = _groups(flow)
-    period = 1 if flow.adapter is None else dispatch() + ADAPTER_WORK
+    period = 1 if flow.adapter is None or (enabled and adapter_window(flow) is not None) \
+        else dispatch() + ADAPTER_WORK
     pw_cycles = None
     if every is not None and length is not None and pw_cost is not None:
         # the stream's arrivals on the PE, or its busy cycles (sparse: skipping zeros)

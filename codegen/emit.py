@@ -94,7 +94,7 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                for f in tg.inputs if f.stream_relation is not None]
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
-    programs = adapter_programs(tg)
+    programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
     programs = [guard_configurations(drop_unread_ints(hoist_invariants(p))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,

@@ -16,6 +16,7 @@ from typing import Literal
 DTYPES = ("float16", "float32")
 PORTS = ("N", "S", "E", "W", "RAMP")
 MAX_SIMD_DIMS = 4
+COUNT = "count"  # a batched task's number of wavelets in its batch
 MAX_SIMD_SIZE = 65535
 MAX_SIMD_CONFIGS = 8
 COLORS = 24
