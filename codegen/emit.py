@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from codegen.adapters import adapter_programs
+from codegen.adapters import OPPOSITE, adapter_programs
 from codegen.batching import COUNT, ArrivalPlan, Batch, lands_in_place
 from codegen.cleanup import drop_unread_ints
 from codegen.configure import guard_configurations
@@ -70,6 +70,7 @@ from mapping import poly
 from mapping.flows import (
     Exchange,
     InputFlow,
+    OutputFlow,
     ResidentReduction,
     TaskGraph,
     unsupported,
@@ -131,8 +132,9 @@ class _ComputeBuilder(Sharing, Gathering):
     def build(self) -> PeProgram:
         tasks: list[Task] = []
         main: list[Stmt] = list(self._init())
-        finish = self._finish()
         flows = self.tg.inputs
+        early = self._early_outputs()
+        finish = self._finish(skip={out.tensor for _, out in early})
         # With one stream that ends with the same number of marks on each PE it reaches,
         # the last mark is the moment the PE's work is done: finish in its control task
         # (when its group counter says so), with no counting (and in main on the PEs the
@@ -150,19 +152,29 @@ class _ComputeBuilder(Sharing, Gathering):
         else:
             if flows:
                 self.ints.append(IntVar("pending"))
+            late: list[Stmt] = []
             for flow in flows:
                 self._input_routes(flow)
                 reach = condition_of(pe_condition_set(flow.lines), self.region.context())
                 groups = IConst(flow.groups) if isinstance(flow.groups, int) else pw_aff_expr(
                     flow.groups, self.region.context())
                 main.extend(guarded(reach, [SetInt("pending", "+=", groups)]))
+                ended = [s for f, out in early if f is flow for s in self._output(out)]
+                if ended:
+                    context = self.region.context()
+                    reached = pe_condition_set(flow.lines)
+                    elsewhere = condition_of(context.subtract(reached.intersect(context)),
+                                             context)
+                    if not (isinstance(elsewhere, BConst) and not elsewhere.value):
+                        late.extend(guarded(elsewhere, ended))
                 tasks.extend(self._flow_tasks(flow, [Activate("finish")] if finish else [],
-                                              counted=True))
+                                              counted=True, ended=ended))
             if finish and flows:
                 main.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
                 tasks.append(Task("finish", "local", tuple(finish)))
             elif finish:
                 main.extend(finish)
+            main.extend(late)  # (last: it may wait for a neighbour's partial results)
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
         arrays = tuple(self._array(a) for a in self.memory.arrays) + tuple(
@@ -352,10 +364,11 @@ class _ComputeBuilder(Sharing, Gathering):
                                  and_cond(in_line, not_last)))
         self.routes.append(Route(flow.color, port_in, ("RAMP",), and_cond(in_line, is_last)))
 
-    def _flow_tasks(self, flow: InputFlow, done: Sequence[Stmt], *, counted: bool
-                    ) -> list[Task]:
+    def _flow_tasks(self, flow: InputFlow, done: Sequence[Stmt], *, counted: bool,
+                    ended: Sequence[Stmt] = ()) -> list[Task]:
         """The data task of a stream and the control task of its end marks; ``done`` runs
-        when the PE has seen all the end marks it waits for."""
+        when the PE has seen all the end marks it waits for, ``ended`` (a stream with one
+        group per PE) when this stream's mark came."""
         body: list[Stmt] = []
         batch = self.arrivals.of(flow.name) if self.simd else None
         land = batch.land.name if batch is not None else None
@@ -406,7 +419,7 @@ class _ComputeBuilder(Sharing, Gathering):
         if flow.kind == "dense":
             data.append(SetInt(f"n_{flow.name}", "+=", IConst(1) if batch is None else IVar(
                 COUNT)))
-        control: list[Stmt] = list(group_vars)
+        control: list[Stmt] = [*group_vars, *ended]
         if counted:
             control.append(SetInt("pending", "+=", IConst(-1)))
             if done:
@@ -495,11 +508,42 @@ class _ComputeBuilder(Sharing, Gathering):
 
     # -------------------------------------------------------------- outputs
 
-    def _finish(self) -> list[Stmt]:
+    def _early_outputs(self) -> list[tuple[InputFlow, OutputFlow]]:
+        """Streamed outputs whose elements are final when one input stream has ended on
+        a PE (every statement writing one runs per arrival of that stream, one group per
+        PE, and nothing combines, exchanges or reads it): they leave then, while the
+        other streams still arrive, instead of after all of them. A PE waiting in a chain
+        for its neighbour's partial results waits on the neighbour towards the start of
+        the chain, which sends them before anything else that waits; so that these waits
+        cannot form a cycle, no two early outputs leave by opposite sides."""
+        if len(self.tg.inputs) < 2:
+            return []
+        busy = {r.tensor for r in self.tg.reductions} | {r.tensor for r in self.tg.combines} \
+            | {e.tensor for e in self.tg.exchanges}
+        read = {r.tensor for t in self.tg.tasks if t.statement
+                for r in self.tg.model.statement(t.statement).stmt.reads}
+        early: list[tuple[InputFlow, OutputFlow]] = []
+        for out in self.tg.outputs:
+            if out.tensor in busy or out.tensor in read or any(
+                    OPPOSITE[out.side] == o.side for _, o in early):
+                continue
+            writers = [t for t in self.tg.tasks if t.kind == "compute" and t.statement and
+                       self.tg.model.statement(t.statement).stmt.target.tensor == out.tensor]
+            flows = {t.flow for t in writers}
+            if not writers or len(flows) != 1 or None in flows:
+                continue
+            (name,) = flows
+            flow = next(f for f in self.tg.inputs if f.name == name)
+            if flow.groups == 1:
+                early.append((flow, out))
+        return early
+
+    def _finish(self, *, skip: frozenset[str] | set[str] = frozenset()) -> list[Stmt]:
         """What a PE does once all its inputs are there: the statements that need whole
-        tensors, in dependence order, then the outputs. An internal tensor shared with
-        other PEs splits this into steps: the exchange runs between them (a local task
-        ``turn_T`` per exchange, ``step_k`` for what follows it)."""
+        tensors, in dependence order, then the outputs (but ``skip``, sent earlier). An
+        internal tensor shared with other PEs splits this into steps: the exchange runs
+        between them (a local task ``turn_T`` per exchange, ``step_k`` for what follows
+        it)."""
         exchanged: dict[str, list[Exchange]] = {}
         for ex in self.tg.exchanges:
             exchanged.setdefault(ex.tensor, []).append(ex)
@@ -526,6 +570,8 @@ class _ComputeBuilder(Sharing, Gathering):
                 complete(read.tensor)
             steps[-1].extend(self._compute(t.name))
         for out in self.tg.outputs:  # completed and gathered next to the side first
+            if out.tensor in skip:
+                continue
             complete(out.tensor)
             steps[-1].extend(self._output(out))
         for red in self.tg.reductions:
