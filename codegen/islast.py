@@ -116,11 +116,13 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
     """A quasi-affine function of the parameters as a PE-code expression."""
     value, context = value.align_params(context.get_space()), context.align_params(
         value.get_space())
-    single = _as_single(value, context)
+    # (nicer forms within a small effort each: isl can take minutes on some)
+    single = poly.within_effort(NICER_FORM_EFFORT, lambda: _as_single(value, context))
     if single is not None:
         return single
     for candidate in (value, value.gist_params(context).coalesce()):
-        extreme = _as_extreme(candidate, context)
+        extreme = poly.within_effort(NICER_FORM_EFFORT,
+                                     lambda c=candidate: _as_extreme(c, context))  # type: ignore[misc]
         if extreme is not None:
             return extreme
     return normalize(to_iexpr(build(context).expr_from_pw_aff(
@@ -128,6 +130,7 @@ def pw_aff_expr(value: isl.PwAff, context: isl.Set) -> IExpr:
 
 
 _MAX_EXTREME_PIECES = 6
+NICER_FORM_EFFORT = 20_000  # isl operations for a max/min or single-piece form
 _MAX_SINGLE_PIECES = 12
 
 

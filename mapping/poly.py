@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, Self, TypeVar
@@ -116,6 +116,7 @@ class _Parametric(Protocol):
 
 _P = TypeVar("_P", bound=_Parametric)
 _Q = TypeVar("_Q", bound=_Parametric)
+_T = TypeVar("_T")
 
 
 def _param_names(obj: _Parametric) -> tuple[str, ...]:
@@ -1086,6 +1087,25 @@ def window_starts(arrivals: isl.Set, size: int, name: str, width: str,
 
 class TooComplex(Exception):
     """isl gave up on an analysis after its operation limit (see :func:`effort_limit`)."""
+
+
+def within_effort(operations: int, attempt: Callable[[], _T]) -> _T | None:
+    """``attempt()``, or None when it needs more than ``operations`` isl operations: for
+    a nicer form of a result that has a plain one anyway. Inside
+    :func:`effort_limit`, the enclosing analysis's count starts again afterwards."""
+    ctx = isl.DEFAULT_CONTEXT
+    outer = ctx.get_max_operations()
+    ctx.reset_operations()
+    ctx.set_max_operations(operations)
+    try:
+        return attempt()
+    except isl.Error as err:
+        if "maximal number of operations exceeded" in str(err):
+            return None
+        raise
+    finally:
+        ctx.set_max_operations(outer)
+        ctx.reset_operations()
 
 
 @contextmanager
