@@ -119,54 +119,74 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         theirs = [substitute(o, at) for o in origin]
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
             recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),))
-    if not turns.every:
-        return None  # (the parts are worked out for turns of every PE of the line)
-    parts = _parts(ex, local, region, got, turns.position, box.size, land, name)
+    parts = _parts(ex, local, region, got, turns, box.size, land, name)
     if parts is None:
         return None
     configs, receive = parts
     return BlockExchange((send_cfg, *configs), array, send, receive)
 
 
-def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, position: IExpr,
+def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: TurnOrder,
            block: tuple[int, ...], land: str, name: str
            ) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
     """Where a receiver keeps only part of the blocks (the elements inside its local
     array): per block, that part (a box, the intersection of two) copied by one SIMD
-    instruction, or nothing. The sender of block ``j`` is the ``j``-th PE of the line
-    (row, column, or the region in row-major order) before the receiver, the
-    ``j + 1``-th from it on: one case each."""
+    instruction, or nothing. The sender of block ``j`` is the ``j``-th sender of the
+    line (``turns``: row, column, or the region in row-major order) before the
+    receiver's own turn, the ``j + 1``-th from it on: one case each."""
     row = ex.axis == "row"
-    width = region.width
-    length = {"row": width, "column": region.height}.get(ex.axis, width * region.height)
     rj = isl.Space.create_from_names(CTX, set=["x", "y", "j"]).set_tuple_name(
         isl.dim_type.set, "RJ")
     ls = isl.LocalSpace.from_space(rj)
     x, y, j = (isl.Aff.var_on_domain(ls, isl.dim_type.set, k) for k in range(3))
-    w = isl.Val.int_from_si(CTX, width)
-    me = {"row": x, "column": y}.get(ex.axis, y.scale_val(w).add(x))
+    zero = j.sub(j)
+
+    def const(v: int) -> isl.Aff:
+        return zero.add_constant_val(isl.Val.int_from_si(CTX, v))
+
+    def within(a: isl.Aff, low: int, n: int) -> isl.Set:
+        pa = isl.PwAff.from_aff(a)
+        return pa.ge_set(isl.PwAff.from_aff(const(low))).intersect(
+            pa.le_set(isl.PwAff.from_aff(const(low + n - 1))))
+
+    w = isl.Val.int_from_si(CTX, turns.width)
+    rx, ry = x.sub(const(turns.x0)), y.sub(const(turns.y0))
+    rank = {"row": rx, "column": ry}.get(ex.axis, ry.scale_val(w).add(rx))
+    senders = within(x, turns.x0, turns.width).intersect(within(y, turns.y0, turns.height))
+    lines = {"row": within(y, turns.y0, turns.height),
+             "column": within(x, turns.x0, turns.width)}.get(ex.axis, isl.Set.universe(rj))
+    count = {"row": turns.width, "column": turns.height}.get(
+        ex.axis, turns.width * turns.height)
     one = isl.Val.one(CTX)
     to_receiver = isl.MultiAff.zero(isl.Space.map_from_domain_and_range(rj, pe_space()))
     to_receiver = to_receiver.set_at(0, x).set_at(1, y)
     names = [*poly.PE_NAMES, got]
-    every = isl.Set.universe(rj).intersect(isl.PwAff.from_aff(j).ge_set(
-        isl.PwAff.from_aff(j.sub(j)))).intersect(isl.PwAff.from_aff(j).le_set(
-            isl.PwAff.from_aff(j.sub(j).add_constant_val(isl.Val.int_from_si(CTX, length - 2)))))
+    from_zero = isl.PwAff.from_aff(j).ge_set(isl.PwAff.from_aff(zero))
+    # a sender receives count - 1 blocks, any other PE of a line with senders count
+    every = from_zero.intersect(senders).intersect(isl.PwAff.from_aff(j).le_set(
+        isl.PwAff.from_aff(const(count - 2)))).union(
+        from_zero.intersect(lines).subtract(senders).intersect(isl.PwAff.from_aff(j).le_set(
+            isl.PwAff.from_aff(const(count - 1)))))
     every = every.intersect(region.pes().preimage_multi_aff(to_receiver))
+    # (a receiver's own turn: its rank where it sends, after every block otherwise)
+    me = isl.PwAff.from_aff(rank).intersect_domain(senders).union_add(
+        isl.PwAff.from_aff(const(count)).intersect_domain(isl.Set.universe(rj).subtract(
+            senders)))
     strides, block_strides = row_major(local.size), row_major(block)
     offset = local.offset_aff()
     configs: list[SimdConfig] = []
     cases: list[tuple[Stmt, ...]] = []
     for before in (True, False):
         sender_at = j if before else j.add_constant_val(one)
-        chosen = isl.PwAff.from_aff(j).lt_set(isl.PwAff.from_aff(me)) if before else \
-            isl.PwAff.from_aff(j).ge_set(isl.PwAff.from_aff(me))
+        chosen = isl.PwAff.from_aff(j).lt_set(me) if before else \
+            isl.PwAff.from_aff(j).ge_set(me)
         case = every.intersect(chosen)
         if ex.axis == "region":
-            sender = to_receiver.set_at(0, sender_at.mod_val(w)).set_at(
-                1, sender_at.scale_down_val(w).floor())
+            sender = to_receiver.set_at(0, sender_at.mod_val(w).add(const(turns.x0))).set_at(
+                1, sender_at.scale_down_val(w).floor().add(const(turns.y0)))
         else:
-            sender = to_receiver.set_at(0 if row else 1, sender_at)
+            sender = to_receiver.set_at(0 if row else 1, sender_at.add(
+                const(turns.x0 if row else turns.y0)))
         blocks = isl.Map.from_multi_aff(sender).intersect_domain(case).apply_range(ex.produced)
         inside = isl.Map.from_multi_aff(to_receiver).intersect_domain(case).apply_range(
             poly.box_map(local.array.box))
@@ -205,4 +225,4 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, position:
         cases.append((run,) if guard is None else (If(guard, (run,)),))
     if not configs:
         return None
-    return tuple(configs), (If(Cmp("<", IVar(got), position), cases[0], cases[1]),)
+    return tuple(configs), (If(Cmp("<", IVar(got), turns.position), cases[0], cases[1]),)

@@ -93,6 +93,8 @@ def turn_order(ex: Exchange, region: Region) -> TurnOrder:
     width, height = box.size
     if (x0, y0, width, height) == (0, 0, region.width, region.height):
         return every_pe(region, ex.axis)
+    if {"row": width == region.width, "column": height == region.height}.get(ex.axis, False):
+        return every_pe(region, ex.axis)  # as many turns per line: the simpler code
     context = region.context()
     holder = condition_of(holders.bind(poly.multi_id(holders.get_space(), poly.PE_NAMES)),
                           context)
