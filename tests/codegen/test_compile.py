@@ -170,3 +170,13 @@ def test_uneven_tiles_send_outputs_by_simd_with_a_size_per_pe() -> None:
     outs = [k for k in program.configs if k.name.startswith("out_y")]
     assert outs and all(k.variants == ((6,), (8,)) and k.guards for k in outs)
     assert "send(" not in print_module(c.module)
+
+
+def test_block_exchange_kept_in_parts_takes_only_the_holders_turns() -> None:
+    """The MLP's hidden vector is held by one column of 4 x 4 PEs and read in parts
+    along the first row: 4 turns (the holders'), not 16, with blocks sent by SIMD."""
+    c = compile_file(EXAMPLES / "movement" / "mlp.lair")
+    assert c.module is not None
+    text = print_module(c.module)
+    assert "got_a + sent_a == 4" in text and "== 16" not in text
+    assert "task share_a data color" in text and "batch 8 land land_a" in text
