@@ -95,6 +95,7 @@ class Batch:
     decisions: tuple[tuple[str, SimdDecision], ...]
     gain: int = 0  # predicted cycles saved over per-wavelet tasks
     keep: KeepCopy | None = None  # a stream also kept in memory: the batch's copy
+    once: bool = False  # sparse: one window per PE in the whole run, never cleared
 
     def decision(self, task: str) -> SimdDecision:
         return dict(self.decisions)[task]
@@ -206,9 +207,13 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         if made.keep is not None and not lands_in_place(made, kept):
             cost[0] += made.keep.cycles(land_local.dtype)
         batches = ceil(length / size)
+        once = False
         if flow.kind == "sparse":  # windows aligned to multiples of K, each cleared
             batches = _windows(flow, window, size)
-            cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
+            once = groups == 1 and batches == 1  # the image's zeros serve the only window
+            if not once:
+                cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
+            made = replace(made, once=once)
         # landing the first batch, then compute-bound or arrival-bound
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[0])

@@ -432,7 +432,7 @@ class _ComputeBuilder(Sharing, Gathering):
         reached = pe_condition_set(flow.lines)
         self.task_pes[f"on_{flow.name}"] = self.task_pes[f"end_{flow.name}"] = reached
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
-                     batch.size if batch else None, land),
+                     batch.size if batch else None, land, batch is not None and batch.once),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
 
     def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:

@@ -303,7 +303,9 @@ class Task:
     A dense data task with ``batch`` runs once per batch of up to ``batch`` wavelets,
     landed in order in the array ``land`` while the core does other work; ``count``
     is the number of wavelets of the batch (fewer than ``batch`` where an end mark
-    ends it). One dispatch and one SIMD instruction then serve many arrivals."""
+    ends it). One dispatch and one SIMD instruction then serve many arrivals. A sparse
+    batched task with ``once`` sees at most one window per PE in the whole run: its
+    landing array starts as the program image's zeros and is never cleared."""
 
     name: str
     kind: TaskKind
@@ -312,6 +314,7 @@ class Task:
     sparse: bool = False
     batch: int | None = None
     land: str | None = None
+    once: bool = False
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,7 @@ class _Kind:
     kind: TaskKind
     color: int | None = None
     sparse: bool = False
-    batch: tuple[int, str] | None = None
+    batch: tuple[int, str, bool] | None = None
 
 
 @v_args(meta=True)
@@ -463,9 +463,9 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def task(self, meta: Any, children: list[Any]) -> tuple[Task, SourceLoc]:
         name, kind, *body = children
-        batch, land = kind.batch if kind.batch is not None else (None, None)
-        return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse, batch, land
-                    ), self._tok(name)
+        batch, land, once = kind.batch if kind.batch is not None else (None, None, False)
+        return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse, batch, land,
+                    once), self._tok(name)
 
     def main_kind(self, meta: Any, children: list[Any]) -> _Kind:
         return _Kind("main")
@@ -482,8 +482,11 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     def sparse(self, meta: Any, children: list[Any]) -> bool:
         return True
 
-    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str]:
-        return self._int(children[0]), str(children[1])
+    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str, bool]:
+        return self._int(children[0]), str(children[1]), children[2] is not None
+
+    def once(self, meta: Any, children: list[Any]) -> bool:
+        return True
 
     # ----------------------------------------------------------------- statements
 

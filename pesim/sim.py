@@ -548,6 +548,7 @@ class Core:
         self.fill: defaultdict[int, int] = defaultdict(int)
         self.base: dict[int, int] = {}  # sparse batches: the first index of the window
         self.closed: set[int] = set()
+        self.windows_opened: set[int] = set()  # colors of 'once' batches that had a window
         self.end_waiting: set[int] = set()
         self.seq = 0
         self.idle: simpy.Event | None = None
@@ -637,12 +638,12 @@ class Core:
                 if task.sparse:
                     self.env["index"] = self.base[color]
                     self.env["count"] = task.batch
-                    # the core clears the landing array for the next window
-                    assert task.land is not None
-                    land = self.code.arrays[task.land]
-                    width = self.config.simd_width(land.dtype)
-                    self.clock += self.config.simd_startup + -(-task.batch // width)
-                    self.busy += self.config.simd_startup + -(-task.batch // width)
+                    if not task.once:  # the core clears the landing array for the next window
+                        assert task.land is not None
+                        land = self.code.arrays[task.land]
+                        width = self.config.simd_width(land.dtype)
+                        self.clock += self.config.simd_startup + -(-task.batch // width)
+                        self.busy += self.config.simd_startup + -(-task.batch // width)
                 else:
                     self.env["count"] = self.fill[color]
             elif task.kind == "data":
@@ -770,8 +771,15 @@ class Core:
                              f"index on color {color}")
         base = self.base.get(color)
         if base is None:
+            if task.once:
+                if color in self.windows_opened:
+                    raise self.error(f"sparse batched task {task.name} is declared 'once', "
+                                     f"but a second window opens on color {color} (index "
+                                     f"{index})")
+                self.windows_opened.add(color)
+            else:
+                land[:task.batch] = 0
             self.base[color] = task.batch * (index // task.batch)
-            land[:task.batch] = 0
             return True
         if index < base:
             raise self.error(f"sparse data task {task.name}: index {index} arrived after a "

@@ -386,6 +386,13 @@ class _Verifier:
         if prod(land.shape) < t.batch:
             raise self.fail(f"task {t.name} lands batches of {t.batch} wavelets in "
                             f"'{land.name}', which holds {prod(land.shape)} elements", *key)
+        if t.once and not t.sparse:
+            raise self.fail(f"task {t.name}: 'once' is for sparse batches (a dense batch "
+                            "clears nothing); drop it", *key)
+        if t.once and (land.load is not None or land.init not in (None, 0)):
+            raise self.fail(f"task {t.name}: a 'once' batch relies on its landing array "
+                            f"starting at 0, but '{land.name}' starts "
+                            + ("loaded" if land.load is not None else f"at {land.init}"), *key)
 
     def config_budget(self, p: PeProgram) -> None:
         """No PE sets up more SIMD configurations (size variants counted) than it has."""

@@ -137,3 +137,62 @@ def test_sparse_batches_are_aligned_windows_with_zeros_where_nothing_was_sent() 
     assert np.array_equal(result.outputs["B"], a)
     # windows [0, 3), [6, 9) of row 0 and [3, 6) of row 2 hold a sent element
     assert result.pes[(0, 0)].tasks_run == 3 + 3
+
+
+ONCE = """
+module sparse_once
+mesh PE[1, 1]
+input A sparse color 0 { A[j = 0:7] -> [PE[0, -1] -> index[j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 a[8] store B { B[j] : 0 <= j <= 7 };
+  array float32 land[LAND];
+  route 0: N -> RAMP;
+  task got data color 0 sparse batch BATCH land land once {
+    for (k = 0; k <= count - 1; k++) {
+      a[index + k] = land[k];
+    }
+  }
+}
+"""
+
+
+def test_a_once_batch_is_not_cleared_and_saves_the_clearing() -> None:
+    a = np.array([1, 0, 2, 0, 0, 0, 5, 0], np.float32)
+    once = sim(ONCE.replace("BATCH", "8").replace("LAND", "8"), {"A": a},
+               {"B": ((8,), "float32")})
+    cleared = sim(ONCE.replace("BATCH", "8").replace("LAND", "8").replace(" once", ""),
+                  {"A": a}, {"B": ((8,), "float32")})
+    assert np.array_equal(once.outputs["B"], a)
+    assert np.array_equal(cleared.outputs["B"], a)
+    # clearing 8 float32 elements: SIMD start-up + 8 cycles at width 1
+    assert cleared.pes[(0, 0)].busy - once.pes[(0, 0)].busy == 4 + 8
+
+
+def test_a_second_window_of_a_once_batch_is_an_error() -> None:
+    a = np.array([1, 0, 2, 0, 0, 0, 5, 0], np.float32)
+    with pytest.raises(SimulationError, match="declared 'once', but a second window opens"):
+        sim(ONCE.replace("BATCH", "4").replace("LAND", "4"), {"A": a},
+            {"B": ((8,), "float32")})
+
+
+@pytest.mark.parametrize("head, decl, message", [
+    ("data color 0 batch 4 land land once", "array float16 land[4];", "for sparse batches"),
+    ("data color 0 sparse batch 4 land land once", "array float16 land[4] init -inf;",
+     "starts at -inf"),
+])
+def test_bad_once_batches_are_rejected(head: str, decl: str, message: str) -> None:
+    text = """
+module bad
+mesh PE[1, 1]
+input x sparse color 0 { x[j = 0:3] -> [PE[0, -1] -> index[j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  DECL
+  route 0: N -> RAMP;
+  task got HEAD {
+  }
+}
+""".replace("HEAD", head).replace("DECL", decl)
+    with pytest.raises(SimulationError, match=message):
+        build(text)
