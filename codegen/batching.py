@@ -31,7 +31,7 @@ from codegen.cost import COSTS, box_volume, dispatch, expr_ops, scalar_cycles, s
 from codegen.hoist import per_arrival_cond_ops
 from codegen.islast import condition_of, pw_aff_expr
 from codegen.peir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
-from codegen.simd import SimdDecision, decide, linear_access
+from codegen.simd import Extension, SimdDecision, decide, linear_access
 from codegen.stmtutil import pe_condition_set
 from mapping import poly
 from mapping.flows import InputFlow, Task, TaskGraph
@@ -97,6 +97,11 @@ class Batch:
     keep: KeepCopy | None = None  # a stream also kept in memory: the batch's copy
     once: bool = False  # sparse: one window per PE in the whole run, never cleared
 
+    @property
+    def extensions(self) -> tuple[Extension, ...]:
+        """Local arrays grown for the extra instances of the batch's box hulls."""
+        return tuple(e for _, d in self.decisions for e in d.extensions)
+
     def decision(self, task: str) -> SimdDecision:
         return dict(self.decisions)[task]
 
@@ -117,6 +122,9 @@ class ArrivalPlan:
     def gain(batch: Batch) -> int:
         return batch.gain
 
+    def extensions(self) -> list[Extension]:
+        return [e for b in self.batches for e in b.extensions]
+
     def without(self, flow: str) -> ArrivalPlan:
         return replace(self, batches=tuple(b for b in self.batches if b.flow != flow))
 
@@ -128,9 +136,11 @@ class ArrivalPlan:
 
 
 def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
-                  arrival: str = "batched", max_batch: int = MAX_BATCH) -> ArrivalPlan:
+                  arrival: str = "batched", max_batch: int = MAX_BATCH, grow: bool = True
+                  ) -> ArrivalPlan:
     """For each input flow, the predicted cost of per-wavelet tasks and of batches
-    of each candidate size; the cheapest batching where it beats per-wavelet tasks."""
+    of each candidate size; the cheapest batching where it beats per-wavelet tasks.
+    ``grow=False``: no batch whose box hull needs larger local arrays."""
     if arrival not in (*ARRIVAL_MODES, ALWAYS):
         raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
     batches: list[Batch] = []
@@ -140,7 +150,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
         if not tasks and flow.tensor not in tg.buffered:
             continue
         cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
-                                  arrival != "per-wavelet", force=arrival == ALWAYS)
+                                  arrival != "per-wavelet", force=arrival == ALWAYS, grow=grow)
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
@@ -149,7 +159,8 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
 
 def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
                 flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool, *,
-                force: bool = False) -> tuple[tuple[Candidate, ...], Batch | None]:
+                force: bool = False, grow: bool = True
+                ) -> tuple[tuple[Candidate, ...], Batch | None]:
     window = _window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
     length = window[2] if window is not None else None
@@ -198,7 +209,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)},
                    reverse=True)
     for size in sizes:
-        made = _batch(tg, memory, flow, tasks, window, size, land_local)
+        made = _batch(tg, memory, flow, tasks, window, size, land_local, grow=grow)
         if isinstance(made, str):
             result.append(Candidate(size, None, made))
             continue
@@ -346,8 +357,8 @@ def _sized(land: LocalTensor, size: int) -> LocalTensor:
 
 
 def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
-           window: tuple[isl.PwAff, isl.PwAff, int], size: int, land: LocalTensor
-           ) -> Batch | str:
+           window: tuple[isl.PwAff, isl.PwAff, int], size: int, land: LocalTensor, *,
+           grow: bool = True) -> Batch | str:
     """Batches of ``size``: each task's instances over the batch's window, one SIMD
     decision each (with the landing array standing for the stream), or why not."""
     first, last, _ = window
@@ -370,9 +381,9 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
         d = decide(pstmt, instances, None, view, ctx, varying=(COUNT,))
         if not d.used:
             return f"batches of {size}: no SIMD instruction for {task.name} ({d.reason})"
-        if d.extensions:
-            return (f"batches of {size}: {task.name}'s box hull would need larger arrays; "
-                    "not tried")
+        if d.extensions and not grow:
+            return (f"batches of {size}: {task.name}'s box hull would need larger arrays, "
+                    "which would not fit the PE")
         batched.append(replace(task, instances=instances, trigger=None))
         decisions.append((task.name, d))
     keep: KeepCopy | None = None

@@ -105,6 +105,24 @@ def _cheaper(tg: TaskGraph, task: Task, d: SimdDecision) -> SimdDecision:
                    predicted=predicted)
 
 
+def _plan_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
+                  arrival: str, memory_bytes: int = LOCAL_MEMORY_BYTES
+                  ) -> tuple[ArrivalPlan, dict[str, SimdDecision], Memory]:
+    """The arrival plan, with the local arrays grown for the extra instances of batches'
+    box hulls (every decision is then made again on the grown arrays); batches that
+    would need arrays beyond the PE's memory are not considered."""
+    planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
+    for _ in range(4):
+        grown = _grow(memory, planned.extensions())
+        if grown is memory:
+            return planned, decisions, memory
+        if sum(a.bytes for a in grown.arrays) > memory_bytes:
+            break
+        decisions, memory = simd_decisions(tg, grown)
+        planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
+    return plan_arrivals(tg, memory, decisions, arrival=arrival, grow=False), decisions, memory
+
+
 def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
     """Apply the extensions; several for one tensor take the box that holds them all."""
     by_tensor: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
@@ -284,7 +302,10 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
         result = Compilation(program, mapping, tg, memory, simd=simd)
         if stop != "memory":
             decisions, memory = simd_decisions(tg, memory, simd=simd)
-            planned = plan_arrivals(tg, memory, decisions, arrival=arrival) if simd else None
+            planned = None
+            if simd:
+                planned, decisions, memory = _plan_batches(tg, memory, decisions,
+                                                           arrival=arrival)
             module, decisions, arrivals = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)

@@ -11,7 +11,8 @@ gets scalar loops and the decision records why.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import permutations
 from math import prod
 from typing import Literal
 
@@ -370,13 +371,38 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     compressed_case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) \
         else "base"
     n = comp.dim
-    common = {"compression": comp.as_map(), "compressed": comp.compressed,
-              "op": shape.op}
     if n == 0:
         return SimdDecision(False, "the instance set is zero-dimensional", compressed_case,
-                            **common)  # type: ignore[arg-type]
-    # The innermost dimensions (at most four) as one instruction; where they do not make
-    # one, fewer of them inside scalar loops over the others (a row at a time).
+                            compression=comp.as_map(), compressed=comp.compressed,
+                            op=shape.op)
+    first = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
+                               varying, comp, compressed_case)
+    if not varying or n > 3 or (first.used and not first.outer_names
+                                and first.case != "enumerated"):
+        return first
+    if comp.compressed.n_basic_set() != 1 or comp.lifted:
+        return first
+    # A batch of a sliding window's instances is a box along another lattice basis: try
+    # the skews of the compressed coordinates (of simple sets, where isl stays cheap) for
+    # one instruction without scalar loops or variants.
+    for a, b in permutations(range(n), 2):
+        for sign in (1, -1):
+            found = _decide_compressed(pstmt, instances, steps, every, memory, context,
+                                       box_hull, varying, poly.skewed(comp, a, b, sign),
+                                       "compressed")
+            if found.used and not found.outer_names and found.case != "enumerated":
+                return replace(found, reason=found.reason + " (along a skewed basis)")
+    return first
+
+
+def _decide_compressed(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
+                       every: OpShape, memory: Memory, context: isl.Set, box_hull: bool,
+                       varying: tuple[str, ...], comp: poly.Compression,
+                       compressed_case: Case) -> SimdDecision:
+    """The decision on the compressed coordinates ``comp``: the innermost dimensions (at
+    most four) as one instruction; where they do not make one, fewer of them inside
+    scalar loops over the others (a row at a time)."""
+    n = comp.dim
     failures: list[str] = []
     for k in range(max(0, n - MAX_SIMD_DIMS), n):
         found = _decide_inner(pstmt, instances, steps, every, memory, context, box_hull,
@@ -385,7 +411,8 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             return found
         if not failures:
             failures.append(found)
-    return SimdDecision(False, failures[0], compressed_case, **common)  # type: ignore[arg-type]
+    return SimdDecision(False, failures[0], compressed_case, compression=comp.as_map(),
+                        compressed=comp.compressed, op=steps[0].op)
 
 
 def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],

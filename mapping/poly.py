@@ -704,6 +704,29 @@ def compress(s: isl.Set) -> Compression:
     return Compression(mapping, compressed, inverse, lifted=len(lifted))
 
 
+def skewed(compression: Compression, a: int, b: int, sign: int) -> Compression:
+    """``compression`` followed by the unimodular skew ``c'_a = c_a + sign * c_b`` of the
+    compressed coordinates: the same instances, scanned along another lattice basis (a
+    sliding window's instances ``(i, k)`` form a box in ``(i + k, k)``)."""
+    q = compression.compressed.get_space()
+    maps = isl.Space.map_from_domain_and_range(q, q)
+    n = q.dim(_dt.set)
+
+    def shear(s: int) -> isl.MultiAff:
+        ma = isl.MultiAff.identity(maps)
+        ls = isl.LocalSpace.from_space(q)
+        moved = isl.Aff.var_on_domain(ls, _dt.set, a).add(
+            isl.Aff.var_on_domain(ls, _dt.set, b).scale_val(isl.Val.int_from_si(
+                q.get_ctx(), s)))
+        return ma.set_aff(a, moved) if n else ma
+
+    forward, back = shear(sign), shear(-sign)  # c -> c', c' -> c
+    return Compression(map=compression.map.pullback_multi_aff(back),
+                       compressed=compression.compressed.preimage_multi_aff(back),
+                       inverse=forward.pullback_multi_aff(compression.inverse),
+                       lifted=compression.lifted)
+
+
 def rewrite_access(access: isl.Map, compression: Compression) -> isl.Map:
     """An access of the original instances in terms of the compressed ones (eq. (26))."""
     _check_same_tuple(compression.map.get_space().range(), access.get_space().domain(), "access")

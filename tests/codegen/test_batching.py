@@ -107,3 +107,40 @@ def test_a_batch_that_is_the_whole_kept_slice_lands_in_place(tmp_path: Path) -> 
     for seed in (0, 1):
         result = run_program(tmp_path / "ew.lair", seed=seed)
         assert result.comparison.verified and result.comparison.exact
+
+
+STENCIL = """
+lair stencil<T=float16>(N):
+  T c[3], T x[N] -> T y[N - 2]
+{
+  all (i, k) in (N - 2, 3)
+    y[i] += c[k] * x[i + k]
+}
+"""
+STENCIL_MAP = """
+rectangle { PE[2, 2] }
+placement { stencil[i, k] -> PE[(i//16) mod 2, i//32] }
+input  x sparse { x[i = 0:65] -> [PE[0, -1] -> index[i]] }
+input  c resident
+output y resident
+"""
+
+
+def test_a_sliding_window_batch_is_one_box_along_a_skewed_basis(tmp_path: Path) -> None:
+    """The batch's instances ``(i, k)`` with ``i + k`` in the window are a box in
+    ``(i + k, k)``; its hull's extras at the PE's ends write where y_local grew."""
+    from pesim.run import run_program
+
+    (tmp_path / "s.lair").write_text("let N = 66\n" + STENCIL)
+    (tmp_path / "s.map").write_text(STENCIL_MAP)
+    c = compile_file(tmp_path / "s.lair")
+    assert c.arrivals is not None and c.memory is not None
+    (batch,) = c.arrivals.batches
+    d = batch.decision("stencil_on_x")
+    assert d.used and not d.outer_names and d.case != "enumerated"
+    assert "skewed" in d.reason and d.sizes is not None and 3 in d.sizes
+    y = c.memory.of("y")
+    assert y is not None and y.size[0] > 18  # grown for the extras of the last window
+    for seed in (0, 1, 2):
+        outcome = run_program(tmp_path / "s.lair", seed=seed)
+        assert outcome.comparison.verified and outcome.comparison.exact
