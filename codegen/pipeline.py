@@ -112,14 +112,15 @@ def _plan_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
     box hulls (every decision is then made again on the grown arrays); batches that
     would need arrays beyond the PE's memory are not considered."""
     planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
-    for _ in range(4):
-        grown = _grow(memory, planned.extensions())
-        if grown is memory:
-            return planned, decisions, memory
-        if sum(a.bytes for a in grown.arrays) > memory_bytes:
-            break
-        decisions, memory = simd_decisions(tg, grown)
-        planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
+    grown = _grow(memory, planned.extensions())
+    if grown is memory:
+        return planned, decisions, memory
+    if sum(a.bytes for a in grown.arrays) <= memory_bytes:
+        # once: the decisions on the grown arrays need no more room, or batches do without
+        decisions_grown, memory_grown = simd_decisions(tg, grown)
+        again = plan_arrivals(tg, memory_grown, decisions_grown, arrival=arrival)
+        if not again.extensions():
+            return again, decisions_grown, memory_grown
     return plan_arrivals(tg, memory, decisions, arrival=arrival, grow=False), decisions, memory
 
 
