@@ -218,13 +218,12 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         if made.keep is not None and not lands_in_place(made, kept):
             cost[0] += made.keep.cycles(land_local.dtype)
         batches = ceil(length / size)
-        once = False
         if flow.kind == "sparse":  # windows aligned to multiples of K, each cleared
             batches = _windows(flow, window, size)
-            once = groups == 1 and batches == 1  # the image's zeros serve the only window
-            if not once:
+            if groups == 1 and batches == 1:  # the image's zeros serve the only window
+                made = replace(made, once=True)
+            else:
                 cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
-            made = replace(made, once=once)
         # landing the first batch, then compute-bound or arrival-bound
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[0])
@@ -383,7 +382,7 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
             return f"batches of {size}: no SIMD instruction for {task.name} ({d.reason})"
         if d.extensions and not grow:
             return (f"batches of {size}: {task.name}'s box hull would need larger arrays, "
-                    "which would not fit the PE")
+                    "which would not fit the PE or would grow again")
         batched.append(replace(task, instances=instances, trigger=None))
         decisions.append((task.name, d))
     keep: KeepCopy | None = None

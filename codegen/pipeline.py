@@ -108,9 +108,10 @@ def _cheaper(tg: TaskGraph, task: Task, d: SimdDecision) -> SimdDecision:
 def _plan_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
                   arrival: str, memory_bytes: int = LOCAL_MEMORY_BYTES
                   ) -> tuple[ArrivalPlan, dict[str, SimdDecision], Memory]:
-    """The arrival plan, with the local arrays grown for the extra instances of batches'
-    box hulls (every decision is then made again on the grown arrays); batches that
-    would need arrays beyond the PE's memory are not considered."""
+    """The arrival plan, with the local arrays grown once for the extra instances of
+    batches' box hulls (every decision is then made again on the grown arrays); where
+    the grown arrays would not fit the PE, or the new decisions would grow them again,
+    batches whose box hulls need larger arrays are not considered."""
     planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
     grown = _grow(memory, planned.extensions())
     if grown is memory:
