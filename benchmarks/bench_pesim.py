@@ -1,23 +1,32 @@
-"""Simulation speed of pesim on a large GEMV: y = W x, 1024 x 1024, on 32 x 32 PEs.
+"""Simulation speed of pesim on GEMV y = W x.
 
-Run: ``.venv/bin/python benchmarks/bench_pesim.py [--m M --n N --px PX --py PY]``.
-Two modules: the one dtg-codegen compiles from ``examples/gemv/gemv.lair`` with a
-mapping of the same shape, and the hand-written checkerboard GEMV of
-``examples/handwritten/gemv_checkerboard`` generalized to any size by
-:func:`checkerboard_gemv`; its reference is ``examples/gemv/gemv.lair`` with ``M`` and
-``N`` given on the ``reference`` line. Prints simulated cycles, wall time, events per
-second and simulated PE-cycles per second (PEs x cycles / wall seconds).
+Run: ``.venv/bin/python benchmarks/bench_pesim.py [--m M --n N --px PX --py PY]`` for
+one size (default 1024 x 1024 on 32 x 32 PEs), two modules side by side: the one
+dtg-codegen compiles from ``examples/gemv/gemv.lair`` with a mapping of the same shape,
+and the hand-written checkerboard GEMV of ``examples/handwritten/gemv_checkerboard``
+generalized to any size by :func:`checkerboard_gemv` (its reference is
+``examples/gemv/gemv.lair`` with ``M`` and ``N`` on the ``reference`` line).
+
+``--scaling`` prints how pesim scales with the mesh: the checkerboard GEMV with a 32 x 32
+tile per PE on 8 x 8, 32 x 32, 64 x 64 and 128 x 128 PEs (``--huge`` adds 632 x 632, the
+CS-1's size), each in its own process so that its peak memory is its own: simulated
+cycles, events, set-up and event-loop seconds, events/s, PE-cycles/s, wavelet-hops/s,
+max RSS, and events/s over those of a bare simpy loop timed in the same process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import simpy
 from rich.console import Console
 from rich.table import Table
 
@@ -104,13 +113,99 @@ def measure(label: str, run: Callable[[], RunOutcome]) -> tuple[str, RunOutcome,
     return label, outcome, time.perf_counter() - t0
 
 
+def bare_simpy_rate(events: int = 200_000) -> float:
+    """Events per second of a simpy loop that does nothing but schedule the next event:
+    what the clock itself costs on this machine, now."""
+    env = simpy.Environment()
+    left = [events]
+
+    def tick(_event: object) -> None:
+        left[0] -= 1
+        if left[0] > 0:
+            env.timeout(1).callbacks.append(tick)
+
+    env.timeout(1).callbacks.append(tick)
+    t0 = time.perf_counter()
+    env.run()
+    return events / (time.perf_counter() - t0)
+
+
+def one_size(pes: int, tile: int = 32) -> dict[str, float]:
+    """Simulate the checkerboard GEMV with a ``tile`` x ``tile`` block per PE on
+    ``pes`` x ``pes`` PEs in this process; its figures as a dict."""
+    from pesim import sim
+
+    size = pes * tile
+    phases: dict[str, float] = {}
+    run_loop = sim._Run.run
+
+    def timed_loop(self: sim._Run, *args: object, **kwargs: object) -> int:
+        t0 = time.perf_counter()
+        try:
+            return run_loop(self, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            phases["loop"] = time.perf_counter() - t0
+
+    sim._Run.run = timed_loop  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gemv.pe"
+        path.write_text(checkerboard_gemv(size, size, pes, pes))
+        t0 = time.perf_counter()
+        outcome = run_file(path)
+        total = time.perf_counter() - t0
+    r = outcome.result
+    loop = phases["loop"]
+    bare = bare_simpy_rate()
+    return {
+        "pes": pes, "verified": float(outcome.comparison.verified), "cycles": r.cycles,
+        "events": r.events, "setup": r.wall_seconds - loop, "loop": loop, "total": total,
+        "events_per_s": r.events / loop, "pe_cycles_per_s": pes * pes * r.cycles / loop,
+        "hops_per_s": sum(r.links.values()) / loop, "bare_simpy": bare,
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def scaling(sizes: list[int]) -> int:
+    table = Table(title="pesim scaling: checkerboard GEMV, 32 x 32 tile per PE")
+    for name in ("PEs", "verified", "cycles", "events", "set-up s", "event loop s",
+                 "events/s", "PE-cycles/s", "wavelet-hops/s", "max RSS", "of bare simpy"):
+        table.add_column(name, justify="right")
+    ok = True
+    for pes in sizes:
+        proc = subprocess.run([sys.executable, __file__, "--child", str(pes)],
+                              capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            table.add_row(f"{pes} x {pes}", "failed", proc.stderr.strip()[-60:])
+            ok = False
+            continue
+        f = json.loads(proc.stdout)
+        ok &= bool(f["verified"])
+        table.add_row(f"{pes} x {pes}", str(bool(f["verified"])), f"{f['cycles']:.0f}",
+                      f"{f['events']:,.0f}", f"{f['setup']:.2f}", f"{f['loop']:.2f}",
+                      f"{f['events_per_s']:,.0f}", f"{f['pe_cycles_per_s'] / 1e6:.2f} M",
+                      f"{f['hops_per_s']:,.0f}", f"{f['max_rss_mb']:,.0f} MB",
+                      f"{f['events_per_s'] / f['bare_simpy']:.3f}")
+    Console(width=160).print(table)
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=1024)
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--px", type=int, default=32)
     parser.add_argument("--py", type=int, default=32)
+    parser.add_argument("--scaling", action="store_true",
+                        help="the scaling table, 8 x 8 to 128 x 128 PEs")
+    parser.add_argument("--huge", action="store_true",
+                        help="with --scaling: add 632 x 632 PEs (minutes, gigabytes)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(one_size(args.child)))
+        return 0
+    if args.scaling:
+        return scaling([8, 32, 64, 128] + ([632] if args.huge else []))
     params = {"M": args.m, "N": args.n}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gemv.pe"

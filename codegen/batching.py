@@ -27,7 +27,7 @@ from math import ceil, prod
 import islpy as isl
 
 from codegen.adapters import adapter_window
-from codegen.cost import COSTS, box_volume, dispatch, expr_ops, scalar_cycles, simd_cycles
+from codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
 from codegen.hoist import per_arrival_cond_ops
 from codegen.islast import condition_of, pw_aff_expr
 from codegen.peir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
@@ -79,7 +79,8 @@ class KeepCopy:
     src_base: IExpr
 
     def cycles(self, dtype: str) -> int:
-        return COSTS.simd_startup + ceil(prod(self.sizes) / COSTS.simd_width(dtype)) + \
+        width = costs().simd_width(dtype, "copy")
+        return costs().simd_startup + ceil(prod(self.sizes) / width) + \
             expr_ops(self.dst_base) + expr_ops(self.src_base)
 
 
@@ -223,7 +224,8 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
             if groups == 1 and batches == 1:  # the image's zeros serve the only window
                 made = replace(made, once=True)
             else:
-                cost[0] += COSTS.simd_startup + ceil(size / COSTS.simd_width(land_local.dtype))
+                width = costs().simd_width(land_local.dtype, "fill")
+                cost[0] += costs().simd_startup + ceil(size / width)
         # landing the first batch, then compute-bound or arrival-bound
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[0])
@@ -298,7 +300,7 @@ def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
         total = _count(at)
         if total:
             share = max(share, _count(triggered.intersect(at)) / total)
-    return share, COSTS.if_branch + per_arrival_cond_ops(guard, varying)
+    return share, costs().if_branch + per_arrival_cond_ops(guard, varying)
 
 
 def _count(params: isl.Set) -> int:

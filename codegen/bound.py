@@ -79,31 +79,48 @@ def element_ops(stmt: Stmt) -> int:
     in a GEMM over ``(i, j, k)``, can be hoisted and is not counted), plus the
     accumulation of ``+=``/``max=``, where an addition of a product counts once (a
     multiply-add); at least one (a copy moves an element)."""
+    return sum(_operation_kinds(stmt))
+
+
+def element_cycles(stmt: Stmt, dtype: str, config: FabricConfig) -> float:
+    """SIMD cycles of one instance's element operations at the widest the fabric allows:
+    operations with a multiplication run at the multiply width, the others at the
+    width of additions (they may differ, as on WSE-2 and WSE-3 for float32)."""
+    multiplying, other = _operation_kinds(stmt)
+    return multiplying / config.simd_width(dtype, "fmac") + other / config.widest(dtype)
+
+
+def _operation_kinds(stmt: Stmt) -> tuple[int, int]:
+    """(operations with a multiplication, other operations) of :func:`element_ops`."""
     used = {read.tensor: {name for expr in read.index for name, _ in expr.terms}
             for read in stmt.reads}
     every = set(stmt.iterators)
-    ops, _ = _operators(stmt.value, used, every)
+    ops, multiplying, _ = _operators(stmt.value, used, every)
     if stmt.op in ("+=", "max="):
         ops += 0 if stmt.op == "+=" and _is_product(stmt.value) else 1
-    return max(1, ops)
+    if ops == 0:
+        return 0, 1  # a copy
+    return multiplying, ops - multiplying
 
 
 def _operators(value: Value, used: dict[str, set[str]], every: set[str]
-               ) -> tuple[int, set[str]]:
-    """(operations counted per instance, iterators the value depends on)."""
+               ) -> tuple[int, int, set[str]]:
+    """(operations counted per instance, those multiplying, iterators the value depends
+    on)."""
     match value:
         case Read(tensor):
-            return 0, used.get(tensor, set())
+            return 0, 0, used.get(tensor, set())
         case Binary(op, lhs, rhs):
-            (a, left), (b, right) = _operators(lhs, used, every), _operators(rhs, used, every)
+            (a, am, left), (b, bm, right) = (_operators(lhs, used, every),
+                                             _operators(rhs, used, every))
             depends = left | right
             fused = op in ("+", "-") and (_is_product(lhs) or _is_product(rhs))
             own = 0 if fused or depends != every else 1
-            return a + b + own, depends
+            return a + b + own, am + bm + (own if op == "*" else 0), depends
         case Unary(_, operand):
-            count, depends = _operators(operand, used, every)
-            return count + (1 if depends == every else 0), depends
-    return 0, set()
+            count, mult, depends = _operators(operand, used, every)
+            return count + (1 if depends == every else 0), mult, depends
+    return 0, 0, set()
 
 
 def _is_product(value: Value) -> bool:
@@ -126,8 +143,8 @@ def _work(model: PolyModel, mapping: Mapping, config: FabricConfig,
     (counted PE by PE: a report-only cost, not part of compiling)."""
     per_pe: dict[tuple[int, ...], dict[str, float]] = {}
     for pstmt in model.statements:
-        width = config.simd_width(model.graph.tensor(pstmt.stmt.target.tensor).dtype)
-        ops = element_ops(pstmt.stmt)
+        cycles = element_cycles(pstmt.stmt, model.graph.tensor(pstmt.stmt.target.tensor).dtype,
+                                config)
         placed = mapping.placement_of(pstmt.name)
         placed, domain = poly.align_params(placed, pstmt.domain)
         placed = placed.intersect_domain(domain)
@@ -139,7 +156,7 @@ def _work(model: PolyModel, mapping: Mapping, config: FabricConfig,
             else:
                 at = isl.Set.from_point(point(placed.range().get_space(), pe))
                 count = int(placed.intersect_range(at).domain().count_val().to_python())
-            per_pe.setdefault(pe, {})[pstmt.name] = count * ops / width
+            per_pe.setdefault(pe, {})[pstmt.name] = count * cycles
     return per_pe
 
 

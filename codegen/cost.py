@@ -1,4 +1,5 @@
-"""Predicted cycles of a task's work, with the fabric's default costs (docs/pecode.md).
+"""Predicted cycles of a task's work, with the costs of the fabric compiled for
+(docs/pecode.md; the paper preset unless the driver sets another by :func:`fabric_costs`).
 
 The compiler uses these estimates to choose between ways of running the same work: a
 SIMD instruction or scalar loops for a compute task, one task per arriving wavelet or
@@ -10,6 +11,9 @@ choosing, not promises (the tests pin simulated cycles, not predictions).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from math import prod
 
 import islpy as isl
@@ -24,11 +28,29 @@ from mapping import poly
 from pesim.expr import iexpr_ops
 from pesim.fabric import FabricConfig
 
-COSTS = FabricConfig()
+_PAPER = FabricConfig()
+_FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)
+
+
+def costs() -> FabricConfig:
+    """The cost table of the fabric being compiled for."""
+    return _FABRIC.get() or _PAPER
+
+
+@contextmanager
+def fabric_costs(config: FabricConfig) -> Iterator[None]:
+    """Compile for ``config`` within the block: every prediction uses its costs (one
+    setting for the whole compilation, rather than an argument threaded through every
+    pass that predicts)."""
+    token = _FABRIC.set(config)
+    try:
+        yield
+    finally:
+        _FABRIC.reset(token)
 
 
 def dispatch() -> int:
-    return COSTS.task_dispatch
+    return costs().task_dispatch
 
 
 def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None = None,
@@ -39,20 +61,21 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     what is left once the rest is computed once per group (codegen.hoist); ``env``
     rewrites names in the bases as emission does (a wavelet's index to the tensor's)."""
     assert d.used and d.sizes is not None
-    width = COSTS.simd_width(dtype)
     ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
-    steps = 1 + len(d.more)
+    c = costs()
+    elements = sum(-(-ops // c.simd_width(dtype, op or "fmac"))
+                   for op in (d.op, *(m[0] for m in d.more)))
     bases = [o.base for o in (d.dst, *d.srcs) if o is not None and o.base is not None]
     if env:
         bases = [simplify(substitute(b, env)) for b in bases]
     base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
                    for b in bases)
-    select = COSTS.simd_variant_select + expr_ops(d.variant) if d.variant is not None else 0
-    per_run = COSTS.simd_startup + -(-ops // width) + base_ops + select
+    select = costs().simd_variant_select + expr_ops(d.variant) if d.variant is not None else 0
+    per_run = (1 + len(d.more)) * (c.simd_startup + base_ops + select) + elements
     if d.outer is None:
-        return steps * per_run
+        return per_run
     outer = box_volume(d.outer)
-    return outer * (steps * per_run + COSTS.for_iteration) + COSTS.for_setup
+    return outer * (per_run + c.for_iteration) + c.for_setup
 
 
 def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
@@ -65,7 +88,7 @@ def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
     body = store + _address(len(stmt.target.index)) + _value_ops(stmt.value, stmt, trigger)
     inner = _innermost_extent(instances)
     loops = max(1, volume // max(1, inner))
-    return volume * (COSTS.for_iteration + body) + loops * COSTS.for_setup
+    return volume * (costs().for_iteration + body) + loops * costs().for_setup
 
 
 def elementwise_simd_pays(sizes: tuple[int, ...], dtype: str, *, ops: int) -> bool:
@@ -73,18 +96,18 @@ def elementwise_simd_pays(sizes: tuple[int, ...], dtype: str, *, ops: int) -> bo
     beats scalar loops doing ``ops`` operations per element (arithmetic, sends and
     receives) besides one array access: for a single element the loop wins."""
     n = prod(sizes)
-    simd = COSTS.simd_config + COSTS.simd_startup + -(-n // COSTS.simd_width(dtype)) + 1
+    simd = costs().simd_config + costs().simd_startup + -(-n // costs().simd_width(dtype)) + 1
     if n == 1:
-        return simd < (ops + 1) * COSTS.scalar_op
+        return simd < (ops + 1) * costs().scalar_op
     loops = prod(sizes[:-1]) + sum(prod(sizes[:d]) for d in range(len(sizes) - 1))
-    scalar = n * (COSTS.for_iteration + (ops + 1) * COSTS.scalar_op + _address(
-        len(sizes))) + loops * COSTS.for_setup
+    scalar = n * (costs().for_iteration + (ops + 1) * costs().scalar_op + _address(
+        len(sizes))) + loops * costs().for_setup
     return simd < scalar
 
 
 def simd_setup(d: SimdDecision) -> int:
     """Configuring a decision's SIMD instructions, once per run in ``main``."""
-    return COSTS.simd_config * d.configs
+    return costs().simd_config * d.configs
 
 
 def box_volume(s: isl.Set) -> int:

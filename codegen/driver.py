@@ -28,6 +28,7 @@ from lair.printer import format_module
 from lair.specialize import Binding, parse_param
 from mapping.spec import parse_mapping_file
 from mapping.validate import Mapping, validate_mapping
+from pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="FILE.json",
                         help="write the compile report (data flows, tasks, SIMD decisions, memory, "
                              "the mapping's lower bound on cycles) as JSON")
+    add_fabric_arguments(parser)
     return parser
+
 
 
 def default_mapping_path(program: str | Path) -> Path:
@@ -72,8 +75,10 @@ def load_mapping(program: Program, program_path: str | Path, mapping_path: str |
 def compile_file(program_path: str | Path, mapping_path: str | None = None,
                  params: dict[str, Binding] | None = None, *, stop: str = "code",
                  simd: bool = True, outdir: str | Path | None = None,
-                 arrival: str = ARRIVAL_MODES[0]) -> Compilation:
-    """Front end and back end of one program, as ``dtg-codegen`` runs them."""
+                 arrival: str = ARRIVAL_MODES[0], fabric: FabricConfig | None = None
+                 ) -> Compilation:
+    """Front end and back end of one program, as ``dtg-codegen`` runs them, choosing by
+    the costs of ``fabric`` (default: the paper preset)."""
     params = params or {}
     program = load_program(program_path, params)
     mapping = load_mapping(program, program_path, mapping_path)
@@ -82,7 +87,8 @@ def compile_file(program_path: str | Path, mapping_path: str | None = None,
     stem = Path(program_path).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
     return compile_mapping(program, mapping, stop=stop, simd=simd, name=name,
-                           reference=reference, params=tuple(params.items()), arrival=arrival)
+                           reference=reference, params=tuple(params.items()), arrival=arrival,
+                           fabric=fabric)
 
 
 def _stage_text(stage: str, c: Compilation) -> str:
@@ -146,8 +152,9 @@ def run(args: argparse.Namespace) -> str:
         return program.model.format()
     if args.output:
         check_output_dir(args.output)
+    fabric = chosen_fabric(args.fabric, args.config)
     c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
-                     outdir=args.output, arrival=args.arrival)
+                     outdir=args.output, arrival=args.arrival, fabric=fabric)
     text = _stage_text(args.emit, c)
     # everything is computed before anything is written; each file is written whole
     target = None

@@ -8,7 +8,7 @@ expressions, conditions and ``for``/``if`` statements.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import islpy as isl
 
@@ -140,33 +140,47 @@ def _as_single(value: isl.PwAff, context: isl.Set) -> IExpr | None:
     piece's expression, without a conditional."""
     if not 2 <= value.n_piece() <= _MAX_SINGLE_PIECES:
         return None
-    pieces: list[isl.Aff] = []
-    value.foreach_piece(lambda _set, aff: pieces.append(aff))
-    domain = value.domain().intersect_params(context)
-    known = value.intersect_domain(domain)
-    for aff in pieces:
-        if isl.PwAff.from_aff(aff).intersect_domain(domain).is_equal(known):
+    pieces = _pieces(value)
+    for _, aff in pieces:
+        if all(_never(where, other, aff, "ne", context) for where, other in pieces):
             return normalize(to_iexpr(build(context).expr_from_pw_aff(isl.PwAff.from_aff(aff))))
     return None
 
 
+def _pieces(value: isl.PwAff) -> list[tuple[isl.Set, isl.Aff]]:
+    found: list[tuple[isl.Set, isl.Aff]] = []
+    value.foreach_piece(lambda where, aff: found.append((where, aff)))
+    return found
+
+
+def _never(where: isl.Set, a: isl.Aff, b: isl.Aff, relation: str, context: isl.Set) -> bool:
+    """Whether ``a relation b`` holds at no point of ``where`` within ``context``.
+
+    Tested on sets rather than by comparing piecewise functions (``max``, ``is_equal``):
+    cheaper, and isl's piecewise comparisons have crashed (a segmentation fault) when
+    they ran out of operations under :func:`mapping.poly.within_effort`."""
+    lhs = isl.PwAff.from_aff(a).intersect_domain(where)
+    rhs = isl.PwAff.from_aff(b)
+    found = lhs.lt_set(rhs) if relation == "lt" else lhs.gt_set(rhs) if relation == "gt" \
+        else lhs.ne_set(rhs)
+    return found.intersect_params(context).is_empty()
+
+
 def _as_extreme(value: isl.PwAff, context: isl.Set) -> IExpr | None:
     """A piecewise function that is the maximum (or minimum) of its pieces, as ``max(...)``
-    (``min(...)``): PE code has those, where isl would print a conditional expression."""
+    (``min(...)``): PE code has those, where isl would print a conditional expression.
+    It is the maximum when on each piece's domain (within ``context``) its expression is
+    at least every other piece's."""
     if not 2 <= value.n_piece() <= _MAX_EXTREME_PIECES:
-        return None  # (combining many pieces by max/min costs isl exponential time)
-    pieces: list[isl.Aff] = []
-    value.foreach_piece(lambda _set, aff: pieces.append(aff))
-    domain = value.domain()
-    whole = [isl.PwAff.from_aff(a).intersect_domain(domain) for a in pieces]
-    known = value.intersect_params(context)
-    for op in ("max", "min"):
-        combined = whole[0]
-        for other in whole[1:]:
-            combined = combined.max(other) if op == "max" else combined.min(other)
-        if combined.intersect_params(context).is_equal(known):
+        return None
+    pieces = _pieces(value)
+    ways: tuple[tuple[Literal["max", "min"], str], ...] = (("max", "lt"), ("min", "gt"))
+    for op, beaten in ways:
+        if all(_never(where, aff, other, beaten, context)
+               for k, (where, aff) in enumerate(pieces)
+               for j, (_, other) in enumerate(pieces) if j != k):
             exprs = [normalize(to_iexpr(build(context).expr_from_pw_aff(
-                isl.PwAff.from_aff(a)))) for a in pieces]
+                isl.PwAff.from_aff(a)))) for _, a in pieces]
             result = exprs[0]
             for e in exprs[1:]:
                 result = IBin(op, result, e)

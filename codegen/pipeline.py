@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from codegen.batching import ArrivalPlan, Batch, plan_arrivals
 from codegen.colors import colors_used, share_colors
 from codegen.configure import configurations_per_pe
-from codegen.cost import COSTS, box_volume, scalar_cycles, simd_cycles, simd_setup
+from codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
 from codegen.dataflow import check_data_flow
 from codegen.emit import emit
 from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
@@ -22,6 +22,7 @@ from mapping.flows import FABRIC_COLORS, Task, out_of_colors
 from mapping.memory import Memory, allocate, check_fits
 from mapping.tasks import TaskGraph, build_task_graph
 from mapping.validate import Mapping
+from pesim.fabric import FabricConfig
 
 STAGES = ("ast", "isl", "mapping", "tasks", "memory", "simd", "code")
 
@@ -39,6 +40,7 @@ class Compilation:
     simd: bool = True
     seconds: float = 0.0
     arrivals: ArrivalPlan | None = None
+    fabric: FabricConfig = field(default_factory=FabricConfig)  # whose costs chose
 
 
 def simd_decisions(tg: TaskGraph, memory: Memory, *, simd: bool = True,
@@ -213,10 +215,10 @@ def _fill_saving(module: PeModule) -> tuple[int, float]:
             if not c.name.startswith("fill_"):
                 continue
             n = max(prod(v) for v in c.variants)
-            width = COSTS.simd_width(dtypes.get(c.dst.array or "", "float32"))
+            width = costs().simd_width(dtypes.get(c.dst.array or "", "float32"), "fill")
             configs += len(c.variants)
-            saving += n * (COSTS.for_iteration + COSTS.scalar_op) - (
-                COSTS.simd_startup + -(-n // width) + COSTS.simd_config)
+            saving += n * (costs().for_iteration + costs().scalar_op) - (
+                costs().simd_startup + -(-n // width) + costs().simd_config)
     return configs, max(0.0, saving)
 
 
@@ -243,7 +245,7 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
     loop) and receives (a task) per element. Outputs and chains run after the compute,
     on the run's critical path (a chain's PEs wait on each other), where a fill runs
     while inputs arrive: their saving counts twice."""
-    per_element = 2 * (COSTS.for_iteration + 4)
+    per_element = 2 * (costs().for_iteration + 4)
     configs: dict[str, int] = {}
     saving: dict[str, float] = {}
     by_length = sorted(tensors, key=len, reverse=True)
@@ -260,7 +262,7 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
             if tail.startswith(("send", "recv")):
                 group = f"exchange:{tensor}"
                 value = n * (per_element + 2) if tail.startswith("send") else n * (
-                    COSTS.task_dispatch + per_element + 10)
+                    costs().task_dispatch + per_element + 10)
                 saving[group] = saving.get(group, 0.0) + value
             else:
                 group = f"{prefix}:{tensor}"
@@ -272,15 +274,20 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
                     simd: bool = True, name: str = "program", reference: str | None = None,
                     params: Sequence[tuple[str, int | str]] = (),
-                    max_configs: int = MAX_SIMD_CONFIGS, arrival: str = "batched"
-                    ) -> Compilation:
+                    max_configs: int = MAX_SIMD_CONFIGS, arrival: str = "batched",
+                    fabric: FabricConfig | None = None) -> Compilation:
     """Run the back end (task graph, memory, SIMD, code) up to ``stop``; ``max_configs``
     is the number of SIMD configurations a PE holds; ``arrival="per-wavelet"`` runs one
     task per arriving wavelet as the paper does, ``"batched"`` takes dense streams in
-    batches where the cost model predicts a gain."""
+    batches where the cost model predicts a gain; ``fabric`` gives the costs the
+    choices are made by (default: the paper preset)."""
+    fabric = fabric or FabricConfig()
     try:
-        return _compile(program, mapping, stop=stop, simd=simd, name=name, reference=reference,
-                        params=params, max_configs=max_configs, arrival=arrival)
+        with fabric_costs(fabric):
+            compiled = _compile(program, mapping, stop=stop, simd=simd, name=name,
+                                reference=reference, params=params, max_configs=max_configs,
+                                arrival=arrival)
+        return replace(compiled, fabric=fabric)
     except UnsupportedMappingError as err:
         if err.loc is None and err.subject is not None:
             err.loc = mapping.loc_of(err.subject)

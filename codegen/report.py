@@ -61,9 +61,10 @@ def compile_report(c: Compilation) -> dict[str, Any]:
         "compute_region": {"origin": [c.tasks.compute.x0, c.tasks.compute.y0],
                            "size": [c.tasks.compute.width, c.tasks.compute.height]},
         "simd_enabled": c.simd,
+        "fabric": c.fabric.as_dict(),  # the costs the compiler chose by
         "flows": _flows(c.tasks),
         "arrivals": c.arrivals.report() if c.arrivals is not None else {},
-        "bound": mapping_bound(c.program.model, c.mapping).as_dict(),
+        "bound": mapping_bound(c.program.model, c.mapping, c.fabric).as_dict(),
         "tasks": tasks,
         "memory": memory,
         "compile_seconds": round(c.seconds, 6),

@@ -1,7 +1,8 @@
 """What the command-line drivers share: argument errors as DtgErrors, and one exit path.
 
 Every user error ends as ``file:line:col: error: ...`` on stderr with status 1; a bug of
-ours says so in one line with status 2; neither prints a traceback.
+ours says so in one line with status 2; Ctrl-C ends with status 130; none prints a
+traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from lair.diagnostics import DtgError
+from lair.diagnostics import DtgError, Interrupted
 
 
 class UsageError(DtgError):
@@ -29,9 +30,13 @@ def run_guarded(body: Callable[[], None]) -> int:
     """Run a driver's work; report errors as described above and return the exit status."""
     try:
         body()
+    except KeyboardInterrupt:
+        print(Interrupted("stopped by Ctrl-C; nothing was written").format(),
+              file=sys.stderr)
+        return Interrupted.status
     except DtgError as err:
         print(err.format(), file=sys.stderr)
-        return 1
+        return err.status
     except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
         print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
               "please report it with the input that caused it", file=sys.stderr)

@@ -25,6 +25,7 @@ class DtgError(Exception):
     """Root of all errors reported to users: a message and, when known, a position."""
 
     kind = "error"
+    status = 1  # the exit status of a driver that stops with this error
 
     def __init__(self, message: str, loc: SourceLoc | None = None, *, notes: tuple[str, ...] = ()):
         super().__init__(message)
@@ -40,6 +41,13 @@ class DtgError(Exception):
 
     def __str__(self) -> str:
         return self.format()
+
+
+class Interrupted(DtgError):
+    """The user stopped the run (Ctrl-C); what was measured so far has been reported."""
+
+    kind = "interrupted"
+    status = 130  # as shells report a command ended by SIGINT
 
 
 class InputError(DtgError):

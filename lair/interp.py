@@ -139,16 +139,20 @@ class Bound:
 def grain_of(data: Any) -> float:
     """The largest power of two of which every value in ``data`` is a multiple (inf when
     all are zero, 0 when one is not finite)."""
-    values = np.abs(np.asarray(data, dtype=np.float64)).ravel()
-    if not bool(np.all(np.isfinite(values))):
-        return 0.0
-    values = values[values != 0]
-    if not values.size:
-        return math.inf
-    mantissa, exponent = np.frexp(values)
-    digits = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: 53-bit mantissas
-    lowest = (digits & -digits).astype(np.float64)
-    return float(np.min(np.ldexp(lowest, exponent - 53)))
+    flat = np.asarray(data).ravel()
+    grain = math.inf
+    for start in range(0, max(flat.size, 1), CHUNK):  # in chunks: inputs may be huge
+        values = np.abs(flat[start:start + CHUNK].astype(np.float64))
+        if not bool(np.all(np.isfinite(values))):
+            return 0.0
+        values = values[values != 0]
+        if not values.size:
+            continue
+        mantissa, exponent = np.frexp(values)
+        digits = (mantissa * 2.0 ** 53).astype(np.int64)  # exact: 53-bit mantissas
+        lowest = (digits & -digits).astype(np.float64)
+        grain = min(grain, float(np.min(np.ldexp(lowest, exponent - 53))))
+    return grain
 
 
 def _times(a: float, b: float) -> float:

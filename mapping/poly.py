@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol, Self, TypeVar
 
 import islpy as isl
@@ -761,19 +762,26 @@ class Rectangularity:
 
     ``minimum``/``maximum``/``size`` are multi piecewise quasi-affine expressions of
     the parameters in the set's space; ``size`` is simplified (gist) with respect to
-    ``context``, the known constraints on the parameters (where the set is non-empty).
+    ``context``, the known constraints on the parameters (where the set is non-empty),
+    on first use: few callers need it and the gist is the costliest step.
     ``sizes`` is the set of size vectors per parameter value (exact, not simplified).
     """
 
     minimum: isl.MultiPwAff
     maximum: isl.MultiPwAff
-    size: isl.MultiPwAff
+    extent: isl.MultiPwAff  # maximum - minimum + 1, not simplified
     sizes: isl.Set
     box: isl.Set
     context: isl.Set
     dense: bool
     fixed: bool
     constant_size: tuple[int, ...] | None
+
+    @cached_property
+    def size(self) -> isl.MultiPwAff:
+        n = self.extent.dim(_dt.out)
+        return _multi_pw_aff(self.box.get_space(),
+                             [self.extent.get_at(d).gist_params(self.context) for d in range(n)])
 
     @property
     def rectangular(self) -> bool:
@@ -846,7 +854,7 @@ def rectangularity(s: isl.Set, index: Sequence[str] | None = None) -> Rectangula
     return Rectangularity(
         minimum=_multi_pw_aff(space, minima),
         maximum=_multi_pw_aff(space, maxima),
-        size=_multi_pw_aff(space, [pa.gist_params(context) for pa in exact]),
+        extent=_multi_pw_aff(space, exact),
         sizes=sizes,
         box=box,
         context=context,

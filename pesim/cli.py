@@ -1,11 +1,14 @@
 """``pesim``: simulate a PE module on the mesh and check it against its reference program.
 
     pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd] [--arrival A]
-          [--inputs IN.npz] [--outputs OUT.npz] [--seed N] [--config FABRIC.toml]
-          [--report FILE.json] [--max-seconds S]
+          [--inputs IN.npz] [--outputs OUT.npz] [--seed N]
+          [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
+          [--max-seconds S] [--quiet]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
-error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch).
+error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch);
+130 when Ctrl-C stopped the simulation (the report then says so and holds what was
+measured up to that cycle).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import numpy as np
 from rich.console import Console
 
 from lair.cli import ArgumentParser, UsageError, run_guarded
-from lair.diagnostics import DtgError, SimulationError
+from lair.diagnostics import DtgError, Interrupted, SimulationError
 from lair.files import check_writable_target, write_atomically
 from lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from lair.specialize import parse_param
-from pesim.fabric import FabricConfig, load_config
+from pesim.fabric import add_fabric_arguments, chosen_fabric
+from pesim.progress import ProgressBar, Watcher
 from pesim.report import build_report, failure_report, print_summary, write_report
 from pesim.run import RunOutcome, run_file, run_program
 
@@ -54,14 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
                         help="seed of the random integer-valued inputs (default 0)")
     parser.add_argument("--outputs", metavar="OUT.npz", help="write the simulated outputs")
-    parser.add_argument("--config", metavar="FABRIC.toml",
-                        help="override fabric settings (costs, sizes, cycle limit)")
     parser.add_argument("--report", metavar="FILE.json",
                         help="write the JSON report (cycles, the mapping's bound, per-PE "
                              "statistics with a per-task profile, per-link statistics)")
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
                         help="stop a simulation that runs longer than S seconds of wall time "
                              "(default %(default)g)")
+    add_fabric_arguments(parser)
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar (shown on a terminal for runs longer than a "
+                             "second; Ctrl-C stops a run and reports what it measured)")
     return parser
 
 
@@ -105,19 +111,20 @@ def internal_error_text(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
-def simulate_args(args: argparse.Namespace) -> RunOutcome:
+def simulate_args(args: argparse.Namespace, watch: Watcher | None = None) -> RunOutcome:
     """Load, simulate and compare as the arguments say."""
-    config = load_config(args.config) if args.config else FabricConfig()
+    config = chosen_fabric(args.fabric, args.config)
     if Path(args.module).suffix == ".lair":
         params = dict(parse_param(p) for p in args.param)
         return run_program(args.module, mapping_path=args.mapping, params=params,
                            simd=not args.no_simd, arrival=args.arrival or "batched",
                            inputs_path=args.inputs,
-                           seed=args.seed or 0, config=config, max_seconds=args.max_seconds)
+                           seed=args.seed or 0, config=config, max_seconds=args.max_seconds,
+                           watch=watch)
     if args.mapping or args.param or args.no_simd or args.arrival:
         raise UsageError("-m, --param, --no-simd and --arrival apply to a .lair program only")
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
-                    max_seconds=args.max_seconds)
+                    max_seconds=args.max_seconds, watch=watch)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,8 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_writable_target(args.report, "the report")
         if args.outputs:
             check_writable_target(args.outputs, "the outputs")
+        show = not args.quiet and sys.stderr.isatty()
         try:
-            outcome = simulate_args(args)
+            with ProgressBar() as bar:
+                outcome = simulate_args(args, bar.update if show else None)
         except Exception as exc:
             # a failed run still writes its report, so no older one survives it
             if args.report:
@@ -145,9 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = build_report(outcome)
         if args.report:
             write_report(args.report, report)
-        if args.outputs:
+        if args.outputs and outcome.result.complete:
             write_outputs(args.outputs, outcome.result.outputs)
         print_summary(report, Console(file=sys.stdout, width=100))
+        if not outcome.result.complete:
+            written = " (the report is partial)" if args.report else ""
+            raise Interrupted(f"stopped by Ctrl-C at cycle {outcome.result.end}; outputs "
+                              f"were not compared{written}")
         if not outcome.comparison.verified:
             raise SimulationError(f"the outputs differ from the reference: "
                                   f"{outcome.comparison.mismatch}")

@@ -193,7 +193,7 @@ class ProgramCode:
         for c in program.configs:
             dtype = compute_dtype(c, self.arrays)
             fabric = any(o.kind in ("in", "out") for o in (c.dst, *c.srcs))
-            self.simd[c.name] = SimdInfo(c, dtype, config.simd_width(dtype), fabric)
+            self.simd[c.name] = SimdInfo(c, dtype, config.simd_width(dtype, c.op), fabric)
         self.setup = ConfigSetup(program)
         self.tasks: dict[str, Code] = {t.name: self.block(t.body) for t in program.tasks}
         self.by_name: dict[str, Task] = {t.name: t for t in program.tasks}

@@ -1,13 +1,16 @@
 """The fabric settings: every number of the cost table in ``docs/pecode.md``.
 
-A :class:`FabricConfig` is immutable; ``--config FABRIC.toml`` overrides any field by
-name (flat ``key = value`` lines, or the same keys under a ``[fabric]`` table). Unknown
-keys, wrong types and values outside :data:`RANGES` are errors, so a typo cannot silently leave a
-default in place.
+A :class:`FabricConfig` is immutable. ``--fabric NAME`` starts from one of the
+:data:`PRESETS` (``paper``, the defaults; ``wse2`` and ``wse3``, with the figures the
+public Cerebras SDK documentation gives, each sourced in ``docs/pecode.md``);
+``--config FABRIC.toml`` then overrides any field by name (flat ``key = value`` lines,
+or the same keys under a ``[fabric]`` table). Unknown keys, wrong types and values
+outside :data:`RANGES` are errors, so a typo cannot silently leave a default in place.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
@@ -54,20 +57,69 @@ class FabricConfig:
     simd_config: int = 8  # per variant, charged at the start of main
     simd_startup: int = 4
     simd_variant_select: int = 2
-    simd_width_float16: int = 4
-    simd_width_float32: int = 1
+    simd_width_float16: int = 4  # elements per cycle of every float16 operation
+    simd_width_float32: int = 1  # of float32 add, sub, max, copy and fill
+    simd_width_float32_mul: int = 1  # of float32 multiply-add and multiply
     # run
     clock_mhz: float = 850.0
     cycle_limit: int = 50_000_000
 
-    def simd_width(self, dtype: str) -> int:
-        return self.simd_width_float16 if dtype == "float16" else self.simd_width_float32
+    def simd_width(self, dtype: str, op: str = "fadd") -> int:
+        """Elements per cycle of SIMD operation ``op`` computing in ``dtype``."""
+        if dtype == "float16":
+            return self.simd_width_float16
+        return self.simd_width_float32_mul if op in MULTIPLYING else self.simd_width_float32
+
+    def widest(self, dtype: str) -> int:
+        """The largest width of any operation in ``dtype`` (for lower bounds)."""
+        return max(self.simd_width(dtype, op) for op in ("fadd", "fmac"))
 
     def microseconds(self, cycles: int) -> float:
         return cycles / self.clock_mhz
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MULTIPLYING = frozenset({"fmac", "fmul"})
+
+
+PRESETS: dict[str, FabricConfig] = {
+    # the defaults, chosen for this project: the paper publishes no figure
+    "paper": FabricConfig(),
+    # public figures for WSE-2 (sources in docs/pecode.md, "Fabric presets"); the
+    # settings without a public figure keep the paper preset's values
+    "wse2": FabricConfig(hop_cycles=2, simd_width_float16=4, simd_width_float32=2,
+                         simd_width_float32_mul=1),
+    # public figures for WSE-3; its hop latency is not public and stays 1 as in paper
+    "wse3": FabricConfig(simd_width_float16=8, simd_width_float32=4,
+                         simd_width_float32_mul=1),
+}
+"""Named fabrics for ``--fabric`` (``docs/pecode.md``, "Fabric presets")."""
+
+
+def preset(name: str) -> FabricConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown fabric {name!r}; known fabrics are "
+                          f"{', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def chosen_fabric(name: str = "paper", config_path: str | Path | None = None) -> FabricConfig:
+    """What ``--fabric NAME [--config FABRIC.toml]`` ask for: the preset, with the
+    file's settings over it."""
+    base = preset(name)
+    return load_config(config_path, base) if config_path else base
+
+
+def add_fabric_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--fabric`` and ``--config``, the same for the compiler and the simulator."""
+    parser.add_argument("--fabric", choices=tuple(PRESETS), default="paper",
+                        help="the fabric's costs and sizes: paper (the defaults), wse2 or wse3 "
+                             "(public Cerebras SDK figures; docs/pecode.md, \"Fabric "
+                             "presets\"); default %(default)s")
+    parser.add_argument("--config", metavar="FABRIC.toml",
+                        help="override settings of the fabric (costs, sizes, cycle limit)")
 
 
 _COST = (0, MAX_COST)
@@ -87,6 +139,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "simd_variant_select": _COST,
     "simd_width_float16": (1, MAX_SIMD_WIDTH),
     "simd_width_float32": (1, MAX_SIMD_WIDTH),
+    "simd_width_float32_mul": (1, MAX_SIMD_WIDTH),
     "clock_mhz": (0, MAX_CLOCK_MHZ),  # exclusive below: a positive frequency
     "cycle_limit": (1, MAX_CYCLES),
 }
@@ -169,10 +222,10 @@ def _nesting_problem(text: str) -> int | None:
     return None
 
 
-def load_config(path: str | Path) -> FabricConfig:
-    """Read a TOML file of settings (top-level keys or a ``[fabric]`` table), within the
-    input budget: a regular UTF-8 text file of at most 1 MiB, nested at most
-    :data:`MAX_CONFIG_NESTING` deep."""
+def load_config(path: str | Path, base: FabricConfig | None = None) -> FabricConfig:
+    """Read a TOML file of settings (top-level keys or a ``[fabric]`` table) over
+    ``base`` (default: the paper preset), within the input budget: a regular UTF-8 text
+    file of at most 1 MiB, nested at most :data:`MAX_CONFIG_NESTING` deep."""
     text = read_source(path)
     offset = _nesting_problem(text)
     if offset is not None:
@@ -185,4 +238,4 @@ def load_config(path: str | Path) -> FabricConfig:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     if set(data) == {"fabric"} and isinstance(data["fabric"], dict):
         data = data["fabric"]
-    return config_from_mapping(data, where=str(path))
+    return config_from_mapping(data, where=str(path), base=base)

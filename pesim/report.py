@@ -55,7 +55,10 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         "comparison": c.mode,
         "max_abs_error": c.max_abs_error,
         "mismatch": c.mismatch,
+        "complete": r.complete,
         "error": (None if c.verified
+                  else f"interrupted by Ctrl-C at cycle {r.end}: the figures are partial and "
+                       "nothing was compared" if not r.complete
                   else f"the outputs differ from the reference: {c.mismatch}"),
         "events": r.events,
         "wall_seconds": r.wall_seconds,
@@ -88,12 +91,14 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
     table = Table(title=f"pesim: {report['module']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    verdict = "[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
+    verdict = ("[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
+               if report.get("complete", True) else "[yellow]not compared[/yellow]")
     kind = report["comparison"]
     table.add_row("outputs match reference", f"{verdict} ({kind}; max abs error "
                                              f"{report['max_abs_error']:g})")
+    stopped = "" if report.get("complete", True) else ", interrupted there"
     table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "
-                            f"{report['fabric']['clock_mhz']:g} MHz)")
+                            f"{report['fabric']['clock_mhz']:g} MHz{stopped})")
     bound = report.get("bound")
     if bound is not None:
         dominant = bound[bound["dominant"]]

@@ -37,6 +37,7 @@ from lair.interp import run as reference_run
 from lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
 from pesim.fabric import FabricConfig
 from pesim.parser import parse_module_file, parse_module_text
+from pesim.progress import Watcher
 from pesim.sim import SimResult, TensorInfo, check_budget, simulate
 from pesim.verify import verify_module
 
@@ -198,12 +199,19 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
 
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
-               reference: Path | None = None, max_seconds: float = MAX_SECONDS) -> RunOutcome:
-    """Simulate a verified module on ``inputs`` and compare with the reference program."""
+               reference: Path | None = None, max_seconds: float = MAX_SECONDS,
+               watch: Watcher | None = None) -> RunOutcome:
+    """Simulate a verified module on ``inputs`` and compare with the reference program
+    (nothing is compared when the run was interrupted)."""
     graph = program.graph
     checked = check_inputs(graph, inputs)
     outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
-    result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds)
+    result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds,
+                      watch=watch)
+    if not result.complete:
+        stopped = Comparison(False, False, 0.0, None,
+                             f"not compared: interrupted at cycle {result.end}")
+        return RunOutcome(module, module_path, reference, checked, {}, result, stopped)
     values = reference_run(graph, checked)
     expected = {t.name: values[t.name] for t in graph.outputs}
     exact, reason, bounds = exactness(graph, checked)
@@ -212,28 +220,29 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
 
 
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
-             config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
-             ) -> RunOutcome:
+             config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
+             watch: Watcher | None = None) -> RunOutcome:
     """Everything ``pesim MODULE.pe`` does before reporting."""
     module_path = find_module(path)
     module = load_module(module_path, config)
     ref_path, program = load_reference(module, module_path)
     inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
     return run_module(module, program, inputs, config=config, module_path=module_path,
-                      reference=ref_path, max_seconds=max_seconds)
+                      reference=ref_path, max_seconds=max_seconds, watch=watch)
 
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 arrival: str = "batched", inputs_path: str | Path | None = None, seed: int = 0,
-                config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS
-                ) -> RunOutcome:
+                config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
+                watch: Watcher | None = None) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
     from codegen.driver import compile_file
     from codegen.peprint import module as print_module
 
-    compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival)
+    compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival,
+                            fabric=config)
     assert compiled.module is not None
     text = print_module(compiled.module)
     module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")
@@ -241,7 +250,8 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     verify_module(module, config, locations=locations)
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     outcome = run_module(module, compiled.program, inputs, config=config,
-                         reference=Path(path).resolve(), max_seconds=max_seconds)
+                         reference=Path(path).resolve(), max_seconds=max_seconds,
+                         watch=watch)
     bound = mapping_bound(compiled.program.model, compiled.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
     return replace(outcome, bound=bound)

@@ -38,6 +38,7 @@ from pesim.expr import compile_cond, compile_iexpr
 from pesim.fabric import FabricConfig
 from pesim.isltext import box, check_array_set, check_stream, fix_pe, outside
 from pesim.parser import Locations
+from pesim.progress import Progress, Watcher
 from pesim.verify import adjacent, pe_name, placed_pes, program_pes
 
 Gen = Generator[Any, Any, Any]
@@ -124,6 +125,7 @@ class SimResult:
     pes: dict[Pe, PeStats]
     links: dict[tuple[Pe, Pe], int]  # wavelets per directed link (external PEs included)
     config: FabricConfig
+    complete: bool = True  # False: interrupted (Ctrl-C) at ``end``; no outputs collected
 
     @property
     def cycles(self) -> int:
@@ -641,7 +643,7 @@ class Core:
                     if not task.once:  # the core clears the landing array for the next window
                         assert task.land is not None
                         land = self.code.arrays[task.land]
-                        width = self.config.simd_width(land.dtype)
+                        width = self.config.simd_width(land.dtype, "fill")
                         self.clock += self.config.simd_startup + -(-task.batch // width)
                         self.busy += self.config.simd_startup + -(-task.batch // width)
                 else:
@@ -1040,24 +1042,28 @@ class Core:
 
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None,
-             max_seconds: float = MAX_SECONDS) -> SimResult:
+             max_seconds: float = MAX_SECONDS, watch: Watcher | None = None) -> SimResult:
     """Run ``module`` on ``inputs``; return the outputs, cycles and statistics.
 
     ``outputs`` gives the shape and type of every output tensor the module produces
     (by ``store`` or output streams). The module must have passed
-    :func:`pesim.verify.verify_module`.
+    :func:`pesim.verify.verify_module`. ``watch`` is called with the progress every few
+    thousand events. Ctrl-C (KeyboardInterrupt) during the event loop ends the run with
+    a partial result (``complete`` False, statistics up to that cycle, no outputs).
     """
     config = config or FabricConfig()
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
         run = _Run(module, inputs, outputs, config, Deadline(max_seconds))
-        events = run.run()
-        result_outputs = run.collect()
+        events = run.run(watch)
+        result_outputs = run.collect() if run.complete else {}
     start, end = run.span()
+    if not run.complete:
+        end = max(end, int(run.env.now))
     pes = {pe: core_stats(core) for pe, core in run.fabric.cores.items()}
     links = {key: link.count for key, link in run.fabric.links.items() if link.count}
     return SimResult(module.name, result_outputs, start, end, events,
-                     time.perf_counter() - wall, pes, links, config)
+                     time.perf_counter() - wall, pes, links, config, run.complete)
 
 
 def simulation_bytes(module: PeModule, locations: Locations | None = None) -> tuple[int, int]:
@@ -1097,6 +1103,8 @@ def core_stats(core: Core) -> PeStats:
 class _Run:
     """Builds the fabric for one run, drives the event loop and collects the results."""
 
+    WATCH_EVERY = 1 << 12  # events between calls of the progress watcher (a power of 2)
+
     def __init__(self, module: PeModule, inputs: Mapping[str, np.ndarray],
                  outputs: Mapping[str, TensorInfo], config: FabricConfig, deadline: Deadline):
         self.module, self.inputs, self.outputs, self.config = module, inputs, outputs, config
@@ -1106,6 +1114,7 @@ class _Run:
         self.sinks: list[Sink] = []
         self.source_starts: list[int] = []
         self.sets: dict[tuple[str, str, int], isl.Set] = {}
+        self.complete = True
         check_budget(module)
         for program in module.programs:
             self.program(program, program_pes(program, module.width, module.height))
@@ -1253,27 +1262,39 @@ class _Run:
 
     # ----------------------------------------------------------------------- run
 
-    def run(self) -> int:
+    def run(self, watch: Watcher | None = None) -> int:
+        """Step through every event; on Ctrl-C stop where the run is (``complete``
+        False) rather than raise, so that what was measured can still be reported."""
         env, limit = self.env, self.config.cycle_limit
         step, peek = env.step, env.peek
         events = 0
-        while True:
-            t = peek()
-            if t == float("inf"):
-                break
-            if t > limit:
-                raise CycleLimitError(
-                    f"cycle limit of {limit} cycles reached and the run is still going; "
-                    "raise cycle_limit in --config FABRIC.toml if it is meant to be this long",
-                    notes=tuple(self.activity()))
-            try:
-                self.deadline.tick(self.cycle_text)
-                step()
-            except (TimeLimitError, CycleLimitError) as err:
-                if not err.notes:
-                    err.notes = tuple(self.activity())
-                raise
-            events += 1
+        started = time.perf_counter()
+        total = sum(len(b.q) for b in self.fabric.sources)
+        try:
+            while True:
+                t = peek()
+                if t == float("inf"):
+                    break
+                if t > limit:
+                    raise CycleLimitError(
+                        f"cycle limit of {limit} cycles reached and the run is still going; "
+                        "raise cycle_limit in --config FABRIC.toml if it is meant to be this "
+                        "long", notes=tuple(self.activity()))
+                try:
+                    self.deadline.tick(self.cycle_text)
+                    step()
+                except (TimeLimitError, CycleLimitError) as err:
+                    if not err.notes:
+                        err.notes = tuple(self.activity())
+                    raise
+                events += 1
+                if watch is not None and not events & (self.WATCH_EVERY - 1):
+                    left = sum(len(b.q) for b in self.fabric.sources)
+                    watch(Progress(int(env.now), events, time.perf_counter() - started,
+                                   total - left, total))
+        except KeyboardInterrupt:
+            self.complete = False
+            return events
         self.check_finished()
         return events
 

@@ -41,7 +41,7 @@ def _brute_compute(path: str, zero: dict[str, np.ndarray] | None = None) -> int:
     config = FabricConfig()
     work: dict[tuple[int, ...], float] = {}
     for pstmt in c.program.model.statements:
-        width = config.simd_width(c.program.graph.tensor(pstmt.stmt.target.tensor).dtype)
+        width = config.widest(c.program.graph.tensor(pstmt.stmt.target.tensor).dtype)
         placed = c.mapping.placement_of(pstmt.name)
         for instance in poly.points(pstmt.domain):
             env = dict(zip(pstmt.stmt.iterators, instance, strict=True))

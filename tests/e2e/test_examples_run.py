@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES
+from run_pins import check_pinned
 
 from codegen.bound import mapping_bound
 from codegen.driver import compile_file
@@ -50,6 +51,16 @@ def test_cycle_counts_are_pinned(path: Path) -> None:
         PINNED.write_text(json.dumps(dict(sorted(pins.items())), indent=1) + "\n")
         return
     assert _pins().get(key) == got
+
+
+@pytest.mark.parametrize("mode", ["simd", "per_wavelet", "scalar"])
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
+def test_every_figure_of_a_run_is_pinned(path: Path, mode: str) -> None:
+    """Per-PE statistics, link loads and outputs too, not only cycles: the simulator
+    may get faster but must report exactly the same machine (``tests/run_pins.py``)."""
+    simd, arrival = mode != "scalar", "per-wavelet" if mode == "per_wavelet" else "batched"
+    key = f"{path.relative_to(EXAMPLES)} {mode}"
+    check_pinned(key, outcome(path, simd, 0, arrival).result)
 
 
 @pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
@@ -99,9 +110,55 @@ def test_compiled_gemv_matches_the_hand_written_baseline() -> None:
     handwritten = EXAMPLES / "handwritten" / "gemv_checkerboard" / "gemv_checkerboard.pe"
     from pesim.run import run_file
 
-    baseline = run_file(handwritten).result.cycles
+    run = run_file(handwritten)
+    check_pinned("handwritten/gemv_checkerboard", run.result)
+    baseline = run.result.cycles
     compiled = outcome(EXAMPLES / "gemv" / "gemv.lair", True).result.cycles
     assert compiled <= baseline * 1.05
+
+
+@pytest.mark.parametrize("size", [(64, 64, 4, 4), (256, 256, 8, 8)], ids=str)
+def test_generated_checkerboard_gemv_is_pinned(size: tuple[int, int, int, int],
+                                               tmp_path: Path) -> None:
+    """The benchmark's GEMV (benchmarks/bench_pesim.py) at small sizes: its figures must
+    stay what they are while the simulator is made faster."""
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES.parent / "benchmarks"))
+    from bench_pesim import checkerboard_gemv
+
+    from pesim.run import run_file
+
+    path = tmp_path / "gemv.pe"
+    path.write_text(checkerboard_gemv(*size))
+    run = run_file(path)
+    assert run.comparison.verified and run.comparison.exact
+    check_pinned("checkerboard gemv {} x {} on {} x {}".format(*size), run.result)
+
+
+@pytest.mark.parametrize("fabric", ["wse2", "wse3"])
+@pytest.mark.parametrize("path", ["gemv/gemv.lair", "conv1d/conv1d.lair", "fc/train.lair",
+                                  "polybench/gemver.lair"])
+def test_examples_compile_and_verify_for_every_fabric(path: str, fabric: str, cli,
+                                                      tmp_path: Path) -> None:
+    """The compiler chooses by the preset's costs, pesim charges them; the code still
+    computes the program, and the report names the fabric of both."""
+    from codegen.driver import main as codegen_main
+    from pesim.fabric import preset
+
+    report = tmp_path / "c.json"
+    compiled = cli(codegen_main, EXAMPLES / path, "--fabric", fabric, "--report", report,
+                   "-o", tmp_path)
+    assert compiled.status == 0, compiled.err
+    assert json.loads(report.read_text())["fabric"] == preset(fabric).as_dict()
+    outcome = run_program(EXAMPLES / path, config=preset(fabric))
+    assert outcome.comparison.verified and outcome.comparison.exact
+    assert outcome.bound is not None and outcome.result.cycles >= outcome.bound.cycles
+    simulated = cli(pesim_main, tmp_path / Path(path).with_suffix(".pe").name, "--fabric",
+                    fabric, "--report", tmp_path / "s.json")
+    assert simulated.status == 0, simulated.err
+    assert json.loads((tmp_path / "s.json").read_text())["fabric"]["hop_cycles"] == \
+        preset(fabric).hop_cycles
 
 
 def test_pesim_compiles_lair_programs(cli) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES
+from run_pins import check_pinned
 
 from lair.frontend import load_program
 from lair.interp import random_inputs, run
@@ -104,3 +105,4 @@ def test_kernel_simulates_exactly(name: str, size: str, simd: bool) -> None:
     # the bound for these inputs, whose sparse streams have zeros, holds too
     assert outcome.bound is not None
     assert outcome.result.cycles >= outcome.bound.cycles, outcome.bound.describe()
+    check_pinned(f"polybench/{name} {size} {'simd' if simd else 'scalar'}", outcome.result)

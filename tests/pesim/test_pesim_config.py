@@ -97,3 +97,30 @@ def test_verifier_limits_follow_the_config() -> None:
     verify_module(GEMV, FabricConfig(memory_bytes=80))  # W_local 64 bytes, y_local 16
     with pytest.raises(ModuleError, match=r"need 80 bytes .* a PE has 79 bytes of local memory"):
         verify_module(GEMV, FabricConfig(memory_bytes=79))
+
+
+def test_presets_hold_the_public_figures() -> None:
+    from pesim.fabric import PRESETS, preset
+
+    assert set(PRESETS) == {"paper", "wse2", "wse3"} and preset("paper") == FabricConfig()
+    wse2, wse3 = preset("wse2"), preset("wse3")
+    assert wse2.hop_cycles == 2 and wse3.hop_cycles == 1
+    for c in (wse2, wse3):
+        assert (c.colors, c.memory_bytes) == (24, 48 * 1024)
+    assert [wse2.simd_width(t, op) for t, op in
+            [("float16", "fmac"), ("float16", "fadd"), ("float32", "fmac"),
+             ("float32", "fmul"), ("float32", "fadd"), ("float32", "copy")]] == [4, 4, 1, 1, 2, 2]
+    assert [wse3.simd_width(t, op) for t, op in
+            [("float16", "fmac"), ("float32", "fmac"), ("float32", "fsub")]] == [8, 1, 4]
+    assert wse3.widest("float32") == 4 and wse2.widest("float16") == 4
+
+
+def test_a_config_file_overrides_the_chosen_preset(tmp_path: Path) -> None:
+    from pesim.fabric import chosen_fabric
+
+    path = tmp_path / "f.toml"
+    path.write_text("task_dispatch = 5\n")
+    chosen = chosen_fabric("wse3", path)
+    assert chosen.task_dispatch == 5 and chosen.simd_width_float16 == 8
+    with pytest.raises(ConfigError, match="unknown fabric 'wse9'; known fabrics are paper"):
+        chosen_fabric("wse9")

@@ -325,3 +325,37 @@ program p origin PE[0, 0] pes { PE[0, 0] }
     assert result.cycles == 19 + 1  # the last end mark reaches the sink one hop later
     assert result.pes[(0, 0)].wavelets_sent == 8
     assert result.links[((0, 0), (1, 0))] == 8
+
+
+def op_module(op: str) -> str:
+    """Eight float32 elements, by an addition or by a multiply-add."""
+    body = "a[i0] = b[i0] + b[i0]" if op == "fadd" else "a[i0] += b[i0] * b[i0]"
+    return f"""
+module ops
+mesh PE[1, 1]
+program p origin PE[0, 0] pes {{ PE[0, 0] }}
+{{
+  array float32 a[8] store y;
+  array float32 b[8] init 2.0;
+  simd f [8]: {body};
+  task main {{
+    run f {{a: 0, b: 0}};
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("fabric, op, cycles", [
+    ("paper", "fadd", 8 + 4 + 8), ("paper", "fmac", 8 + 4 + 8),
+    ("wse2", "fadd", 8 + 4 + 4), ("wse2", "fmac", 8 + 4 + 8),
+    ("wse3", "fadd", 8 + 4 + 2), ("wse3", "fmac", 8 + 4 + 8),
+])
+def test_float32_widths_depend_on_the_operation(fabric: str, op: str, cycles: int) -> None:
+    """WSE-2 and WSE-3 add float32 2 and 4 wide but multiply-add one at a time."""
+    from dataclasses import asdict
+
+    from pesim.fabric import preset
+
+    result = sim(op_module(op), {}, {"y": ((8,), "float32")}, **asdict(preset(fabric)))
+    assert result.cycles == cycles
+    assert result.outputs["y"].tolist() == [4.0] * 8

@@ -1,0 +1,93 @@
+"""Progress reports during a run, and Ctrl-C: the run stops where it is and reports
+what it measured, marked incomplete, without a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from pesim.progress import Progress, ProgressBar
+from pesim.run import run_file
+from pesim.sim import _Run
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_pesim import checkerboard_gemv  # noqa: E402
+
+REFERENCE = ROOT / "examples" / "gemv" / "gemv.lair"
+
+
+def gemv_module(tmp_path: Path, m: int, pes: int) -> Path:
+    path = tmp_path / "gemv.pe"
+    path.write_text(checkerboard_gemv(m, m, pes, pes, REFERENCE))
+    return path
+
+
+def test_the_watcher_sees_cycles_and_inputs_advance(tmp_path: Path) -> None:
+    seen: list[Progress] = []
+    outcome = run_file(gemv_module(tmp_path, 256, 8), watch=seen.append)
+    assert outcome.comparison.verified and outcome.result.complete
+    assert len(seen) == outcome.result.events // _Run.WATCH_EVERY >= 2
+    assert [p.events for p in seen] == sorted(p.events for p in seen)
+    assert all(a.cycle <= b.cycle and a.injected <= b.injected for a, b in pairwise(seen))
+    total = 256 + 8  # x's values and an end mark per column
+    assert all(p.total == total and 0 < p.injected <= total for p in seen)
+    assert all(p.cycle <= outcome.result.end for p in seen)
+
+
+def test_ctrl_c_in_the_event_loop_ends_the_run_with_partial_figures(tmp_path: Path) -> None:
+    def interrupt(p: Progress) -> None:
+        raise KeyboardInterrupt
+
+    outcome = run_file(gemv_module(tmp_path, 256, 8), watch=interrupt)
+    result = outcome.result
+    assert not result.complete and result.outputs == {}
+    assert result.events == _Run.WATCH_EVERY
+    assert 0 < result.end < 600  # the whole run takes 614 cycles
+    assert sum(s.busy for s in result.pes.values()) > 0
+    assert not outcome.comparison.verified
+    assert "interrupted at cycle" in outcome.comparison.reason
+
+
+def test_the_bar_appears_only_after_a_second() -> None:
+    out = io.StringIO()
+    with ProgressBar(Console(file=out, force_terminal=True, width=120)) as bar:
+        bar.update(Progress(10, 4096, 0.5, 3, 10))
+        assert bar.bar is None
+        bar.update(Progress(20, 8192, 1.5, 6, 10))
+        assert bar.bar is not None
+        bar.bar.refresh()
+        assert "60% of inputs in" in out.getvalue() and "cycle 20" in out.getvalue()
+        bar.update(Progress(30, 12288, 2.5, 10, 10))  # every input is in: the bar pulses
+        bar.bar.refresh()
+        assert "100%" not in out.getvalue() and "inputs in cycle 30" in out.getvalue()
+
+
+def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
+    """A run long enough to interrupt (64 x 64 PEs, several seconds)."""
+    module = gemv_module(tmp_path, 2048, 64)
+    report = tmp_path / "r.json"
+    outputs = tmp_path / "out.npz"
+    proc = subprocess.Popen([sys.executable, "-m", "pesim.cli", str(module), "--report",
+                             str(report), "--outputs", str(outputs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    time.sleep(4)  # into the event loop: set-up takes about a second, the loop about 8
+    if proc.poll() is not None:
+        pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted: stopped by Ctrl-C" in err
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and data["verified"] is False
+    assert data["cycles"] > 0 and "interrupted" in data["error"]
+    assert not outputs.exists()
