@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +91,15 @@ class Variant:
     low: dict[int, int]
     high: dict[int, int]
     dst_unique: bool
+    # operand position -> s when its offsets are low, low + s, low + 2 s, ... (s > 0): the
+    # operand is then the slice [base + low : ... : s] of its array, a view, not a gather
+    steps: dict[int, int] = field(default_factory=dict)
+
+    def span(self, k: int, base: int) -> slice:
+        """The elements of array operand ``k`` (which has a step) at ``base``."""
+        start = base + self.low[k]
+        step = self.steps[k]
+        return slice(start, start + step * (self.ops - 1) + 1, step)
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,14 @@ class SimdInfo:
     variants: dict[int, Variant] = field(default_factory=dict)
 
     @property
+    def reads_its_destination(self) -> bool:
+        """Whether a source is the destination array (so an element may read an earlier
+        element's result: pesim checks before computing all elements at once)."""
+        dst = self.config.dst
+        return dst.kind == "array" and any(
+            o.kind == "array" and o.array == dst.array for o in self.config.srcs)
+
+    @cached_property
     def operands(self) -> tuple[SimdOperand, ...]:
         return (self.config.dst, *self.config.srcs)
 
@@ -125,7 +143,12 @@ class SimdInfo:
         low = {k: int(v.min()) for k, v in offsets.items()}
         high = {k: int(v.max()) for k, v in offsets.items()}
         unique = 0 not in offsets or np.unique(offsets[0]).size == ops
-        found = Variant(sizes, ops, offsets, low, high, unique)
+        steps = {}
+        for k, offs in offsets.items():
+            step = int(offs[1] - offs[0]) if ops > 1 else 1
+            if step > 0 and (ops == 1 or np.array_equal(np.diff(offs), np.full(ops - 1, step))):
+                steps[k] = step
+        found = Variant(sizes, ops, offsets, low, high, unique, steps)
         self.variants[v] = found
         return found
 

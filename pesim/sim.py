@@ -17,6 +17,7 @@ reported with the PEs and colors involved.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -33,6 +34,7 @@ from codegen.peir import Array, PeModule, PeProgram, StreamIO, Task
 from lair.diagnostics import LimitError, SimulationError
 from lair.limits import MAX_SECONDS, MAX_SIM_BYTES, SIM_BYTES_PER_PE, SIM_BYTES_PER_ROUTE
 from mapping.poly import points
+from pesim.clock import Clock, Wake
 from pesim.code import END, NUMPY, CycleLimitError, ProgramCode, SimdInfo, Variant, elementwise
 from pesim.expr import compile_cond, compile_iexpr
 from pesim.fabric import FabricConfig
@@ -49,6 +51,7 @@ STEP = {"N": (0, -1), "S": (0, 1), "E": (1, 0), "W": (-1, 0)}
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
 MAX_SIMD_ELEMENTS = 1 << 24
 MAX_LISTED = 4  # items of each kind listed in an error
+NO_COLORS: frozenset[int] = frozenset()
 
 
 # Floating-point operations per element of each SIMD operation.
@@ -146,7 +149,7 @@ class Link:
 class Buffer:
     """A router input buffer, or the stream of an external source (``source`` set)."""
 
-    __slots__ = ("callback", "cap", "color", "entry", "on_cycle", "pe", "port", "q", "route",
+    __slots__ = ("cap", "color", "entry", "fabric", "on_cycle", "pe", "port", "q", "route",
                  "scheduled", "source", "targets", "waiters")
 
     def __init__(self, pe: Pe, color: int, port: str, cap: int, route: tuple[str, ...], *,
@@ -154,12 +157,20 @@ class Buffer:
         self.pe, self.color, self.port, self.cap, self.route = pe, color, port, cap, route
         self.source = source  # the input tensor, for the stream of an external source
         self.entry = entry  # the mesh PE a source feeds (through port ``route[0]``)
-        self.q: deque[tuple[int, Wavelet]] = deque()
+        # a router buffer holds a few wavelets (a list is a tenth of a deque's size); a
+        # source holds its whole stream
+        self.q: list[tuple[int, Wavelet]] | deque[tuple[int, Wavelet]] = (
+            list() if source is None else deque())
         self.targets: list[Target] | None = None
         self.scheduled = False
         self.on_cycle = False  # a wavelet here would come back here (Fabric.mark_cycles)
         self.waiters: list[Any] = []  # buffers and events waiting for space here
-        self.callback: Callable[[Any], None] = lambda _e: None
+        self.fabric: Fabric | None = None
+
+    def fire(self, _event: object) -> None:
+        """The simpy callback: try to forward the head wavelet."""
+        assert self.fabric is not None
+        self.fabric.forward(self)
 
     def describe(self) -> str:
         if self.source is not None:
@@ -248,6 +259,7 @@ class Fabric:
         self.env, self.config, self.width, self.height = env, config, width, height
         self.deadline = deadline
         self.hop = config.hop_cycles
+        self.clock = Clock(env)
         self.buffers: dict[tuple[Pe, int, str], Buffer] = {}
         self.links: dict[tuple[Pe, Pe], Link] = {}
         self.ramps: dict[Pe, Link] = {}
@@ -256,7 +268,7 @@ class Fabric:
         self.sources: list[Buffer] = []
 
     def now(self) -> int:
-        return int(self.env.now)
+        return int(self.env._now)
 
     def inside(self, pe: Pe) -> bool:
         return 0 <= pe[0] < self.width and 0 <= pe[1] < self.height
@@ -268,7 +280,7 @@ class Fabric:
         return found
 
     def add_buffer(self, buf: Buffer) -> Buffer:
-        buf.callback = lambda _e: self.forward(buf)
+        buf.fabric = self
         if buf.source is None:
             self.buffers[(buf.pe, buf.color, buf.port)] = buf
         else:
@@ -277,7 +289,7 @@ class Fabric:
 
     def schedule(self, buf: Buffer, delay: int) -> None:
         buf.scheduled = True
-        self.env.timeout(delay).callbacks.append(buf.callback)
+        self.clock.call_after(delay, buf.fire)
 
     def release(self, waiters: list[Any]) -> None:
         """Space freed: wake every buffer and process that waited for it."""
@@ -297,20 +309,22 @@ class Fabric:
         if not q:
             return
         ready, w = q[0]
-        now = self.now()
+        now = int(self.env._now)
         if ready > now:
             self.schedule(buf, ready - now)
             return
         targets = buf.targets if buf.targets is not None else self.resolve(buf)
+        free = 0
         for t in targets:
             if not t.has_space(w):
                 t.waiters().append(buf)
                 return
-        free = max(t.link.free for t in targets)
+            if t.link.free > free:
+                free = t.link.free
         if free > now:
             self.schedule(buf, free - now)
             return
-        q.popleft()
+        del q[0]
         for t in targets:
             t.link.free = now + 1
             t.link.count += 1
@@ -529,6 +543,13 @@ class Sink:
 class Core:
     """A PE's core: its state, its statistics and its simpy process."""
 
+    __slots__ = ("arrays", "arrival", "base", "busy", "clock", "closed", "code", "config",
+                 "configured", "end", "end_waiting", "env", "fabric", "fifo", "fifo_waiters",
+                 "fill", "flat", "flops", "idle", "limit", "pe", "per_task", "scalar", "sent",
+                 "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
+                 "start", "task", "tasks_run", "timer", "triggers", "value", "wait",
+                 "waiting", "windows_opened")
+
     def __init__(self, fabric: Fabric, pe: Pe, code: ProgramCode, env: dict[str, int],
                  arrays: dict[str, np.ndarray]):
         self.fabric, self.pe, self.code, self.env, self.arrays = fabric, pe, code, env, arrays
@@ -538,22 +559,26 @@ class Core:
         self.configured = configured if code.setup.guarded else None
         self.flat = {name: a.reshape(-1) for name, a in arrays.items()}
         self.sim = fabric.env
+        self.timer = fabric.clock
         self.config = fabric.config
         self.limit = fabric.config.cycle_limit
         # per color, made on first use: most cores use few of the colors
         self.fifo: defaultdict[int, deque[Wavelet]] = defaultdict(deque)
         self.fifo_waiters: defaultdict[int, list[Any]] = defaultdict(list)
-        self.arrival: dict[int, simpy.Event] = {}
+        self.arrival: dict[int, Wake] = {}
         self.triggers: list[tuple[int, int, str, int | None]] = []
         # batched colors: wavelets landed so far, colors whose batch awaits its task,
         # colors whose end mark awaits its control task
         self.fill: defaultdict[int, int] = defaultdict(int)
         self.base: dict[int, int] = {}  # sparse batches: the first index of the window
-        self.closed: set[int] = set()
-        self.windows_opened: set[int] = set()  # colors of 'once' batches that had a window
-        self.end_waiting: set[int] = set()
+        # (made only where a program has batches: most PEs need none of these)
+        batches = bool(code.batched)
+        self.closed: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
+        # colors of 'once' batches that had a window
+        self.windows_opened: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
+        self.end_waiting: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
         self.seq = 0
-        self.idle: simpy.Event | None = None
+        self.idle: Wake | None = None
         self.clock = 0
         self.value = 0.0
         self.task: str | None = None
@@ -571,7 +596,7 @@ class Core:
         return pe_name(*self.pe)
 
     def now(self) -> int:
-        return int(self.sim.now)
+        return int(self.sim._now)
 
     def where(self) -> str:
         return f"at {self.name()} task {self.task}, cycle {self.clock}"
@@ -604,7 +629,7 @@ class Core:
         self.check_limit()
         delay = self.clock - self.now()
         if delay > 0:
-            yield self.sim.timeout(delay)
+            yield self.timer.timeout(delay)
         else:
             self.clock = self.now()
 
@@ -624,7 +649,7 @@ class Core:
         while True:
             if not self.triggers:
                 self.task = None
-                self.idle = self.sim.event()
+                self.idle = self.timer.signal()
                 yield self.idle
                 self.idle = None
                 continue
@@ -800,7 +825,8 @@ class Core:
         raise AssertionError("take() without a matching wavelet")  # pragma: no cover
 
     def has_value(self, color: int) -> bool:
-        return any(w is not END for w in self.fifo[color])
+        fifo = self.fifo[color]
+        return bool(fifo) and (fifo[0] is not END or any(w is not END for w in fifo))
 
     # ------------------------------------------------------------------- fabric
 
@@ -817,7 +843,7 @@ class Core:
             t0 = self.now()
             self.waiting = f"waits to send on color {buf.color} ({what}); the router is full"
             while len(buf.q) >= buf.cap:
-                ev = self.sim.event()
+                ev = self.timer.signal()
                 buf.waiters.append(ev)
                 yield ev
             self.waiting = None
@@ -840,7 +866,7 @@ class Core:
         t0 = self.now()
         self.waiting = f"waits to receive on color {color} ({what})"
         while not self.has_value(color):
-            ev = self.sim.event()
+            ev = self.timer.signal()
             self.arrival[color] = ev
             yield ev
         self.waiting = None
@@ -857,14 +883,15 @@ class Core:
 
     # --------------------------------------------------------------------- SIMD
 
-    def simd_setup(self, info: SimdInfo, v: int, bases: Mapping[str, int]
-                   ) -> tuple[Variant, dict[int, np.ndarray], int]:
+    def simd_check(self, info: SimdInfo, v: int, bases: Mapping[str, int]
+                   ) -> tuple[Variant, int]:
+        """The variant and cost of an instruction, its operands checked to lie within their
+        arrays (and the cycle limit not to be passed)."""
         var = info.variant(v, MAX_SIMD_ELEMENTS)
         cost = self.config.simd_startup + -(-var.ops // info.width)
         if self.clock + cost > self.limit:
             self.clock += cost
             self.check_limit()
-        index: dict[int, np.ndarray] = {}
         for k, o in enumerate(info.operands):
             if o.kind != "array":
                 continue
@@ -878,12 +905,19 @@ class Core:
                 raise self.error(f"simd {info.config.name} {list(var.sizes)} with base {base} "
                                  f"accesses {o.array} at flat index {bad}, outside the array "
                                  f"{o.array}{shape} ({size} elements)")
-            index[k] = var.offsets[k] + base
-        return var, index, cost
+        return var, cost
+
+    @staticmethod
+    def simd_index(info: SimdInfo, var: Variant, bases: Mapping[str, int]
+                   ) -> dict[int, np.ndarray]:
+        """The flat element indices of every array operand, in domain order."""
+        return {k: var.offsets[k] + bases[o.array]  # type: ignore[index]
+                for k, o in enumerate(info.operands) if o.kind == "array"}
 
     def simd(self, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any) -> None:
-        """A SIMD instruction on local memory: one step of the clock, numpy for the work."""
-        var, index, cost = self.simd_setup(info, v, bases)
+        """A SIMD instruction on local memory: one step of the clock, numpy for the work
+        (operands as strided views where their elements are evenly spaced)."""
+        var, cost = self.simd_check(info, v, bases)
         self.clock += cost
         self.busy += cost
         self.simd_ops += var.ops
@@ -892,25 +926,37 @@ class Core:
         config = info.config
         dtype = NUMPY[info.dtype]
         dst = self.flat[config.dst.array]  # type: ignore[index]
-        if not var.dst_unique or self.hazard(info, index):
-            self.simd_sequential(info, var, index, scalar)
-            return
+        if not var.dst_unique or info.reads_its_destination:
+            index = self.simd_index(info, var, bases)
+            if not var.dst_unique and config.op == "fmac" and not info.reads_its_destination:
+                self.simd_accumulate(info, index, scalar)
+                return
+            if not var.dst_unique or self.hazard(info, index):
+                self.simd_sequential(info, var, index, scalar)
+                return
+        steps = var.steps
+
+        def where(k: int) -> Any:
+            o = info.operands[k]
+            base = bases[o.array]  # type: ignore[index]
+            return var.span(k, base) if k in steps else var.offsets[k] + base
 
         def operand(k: int) -> Any:
             o = info.operands[k]
             if o.kind == "array":
-                x = self.flat[o.array][index[k]]  # type: ignore[index]
+                x = self.flat[o.array][where(k)]  # type: ignore[index]
                 return x if x.dtype == dtype else x.astype(dtype)
             return dtype(scalar)
 
+        at = where(0)
         if config.op == "fill":
-            dst[index[0]] = dtype(scalar)
+            dst[at] = dtype(scalar)
             return
         a = operand(1)
         b: Any = operand(2) if len(info.operands) > 2 else None
         match config.op:
             case "fmac":
-                d = dst[index[0]]
+                d = dst[at]
                 d = d if d.dtype == dtype else d.astype(dtype)
                 result = d + a * b
             case "fmul":
@@ -923,7 +969,27 @@ class Core:
                 result = np.maximum(a, b)
             case _:
                 result = a
-        dst[index[0]] = result
+        dst[at] = result
+
+    def simd_accumulate(self, info: SimdInfo, index: dict[int, np.ndarray], scalar: Any
+                        ) -> None:
+        """A multiply-add into repeated destinations (a reduction) whose sources are
+        other arrays: the products at once, then the additions in domain order, each
+        rounded to the compute type (``np.add.at`` adds unbuffered, in index order), which
+        is what element by element computes."""
+        dtype = NUMPY[info.dtype]
+        vals = []
+        for k in (1, 2):
+            o = info.operands[k]
+            if o.kind == "array":
+                x = self.flat[o.array][index[k]]  # type: ignore[index]
+                vals.append(x if x.dtype == dtype else x.astype(dtype))
+            else:
+                vals.append(dtype(scalar))
+        products = np.multiply(vals[0], vals[1], dtype=dtype)
+        dst = self.flat[info.config.dst.array]  # type: ignore[index]
+        assert dst.dtype == dtype  # the compute type is the destination's
+        np.add.at(dst, index[0], np.broadcast_to(products, index[0].shape))
 
     def hazard(self, info: SimdInfo, index: dict[int, np.ndarray]) -> bool:
         """Does some element read what an earlier element of the same instruction wrote?"""
@@ -971,14 +1037,14 @@ class Core:
         wavelets arrived; ``out(c)`` results enter the router in that cycle. An
         ``out(c, index)`` result carries its innermost coordinate as the index; with
         ``end``, an end mark follows each innermost row, taking the next cycle's slot."""
-        var, index, cost = self.simd_setup(info, v, bases)
+        var, cost = self.simd_check(info, v, bases)
+        index = self.simd_index(info, var, bases)
         config = info.config
         out = self.ramp(config.dst.color) if config.dst.kind == "out" else None  # type: ignore[arg-type]
         yield from self.sync()
         dtype = NUMPY[info.dtype]
         fn = elementwise(config.op)
         operands = info.operands
-        ins = [(k, o.color) for k, o in enumerate(operands) if o.kind == "in"]
         dst = self.flat[config.dst.array] if config.dst.kind == "array" else None  # type: ignore[index]
         indexed = config.dst.kind == "out" and config.dst.indexed
         ends = config.dst.kind == "out" and config.dst.ends
@@ -991,43 +1057,47 @@ class Core:
         last = first
         width = info.width
         marks = 0
+        env = self.sim
+        waits = [(k, o.color, f"in({o.color}) of simd {config.name}") for k, o in ins_ops(info)]
+        what = f"out of simd {config.name}"
+        scalar_value = dtype(scalar) if scalar is not None else None
+        # per source: the array and its indices, or None for an in(c) or the scalar
+        plan = [(self.flat[o.array], index[k]) if o.kind == "array" else None  # type: ignore[index]
+                for k, o in enumerate(operands) if k > 0]
+        fill, fmac = config.op == "fill", config.op == "fmac"
+        dst_index = index.get(0)
         for e in range(var.ops):
             cycle = max(last, first + e // width + marks)
-            if cycle > self.now():
-                yield self.sim.timeout(cycle - self.now())
+            now = int(env._now)
+            if cycle > now:
+                yield self.timer.timeout(cycle - now)
             got: dict[int, Any] = {}
-            for k, color in ins:
+            for k, color, waiting in waits:
                 assert color is not None
-                yield from self.await_value(color, f"in({color}) of simd {config.name}")
+                if not self.has_value(color):
+                    yield from self.await_value(color, waiting)
                 w = self.take(color, mark=False)
                 assert w is not None
                 got[k] = dtype(w[0])
-            vals = []
-            for k in range(1, len(operands)):
-                o = operands[k]
-                if o.kind == "array":
-                    vals.append(dtype(self.flat[o.array][index[k][e]]))  # type: ignore[index]
-                elif o.kind == "in":
-                    vals.append(got[k])
-                else:
-                    vals.append(dtype(scalar))
-            if config.op == "fill":
-                vals = [dtype(scalar)]
-            d = dtype(dst[index[0][e]]) if config.op == "fmac" and dst is not None else None
+            vals = [dtype(src[0][src[1][e]]) if src is not None else
+                    got.get(k, scalar_value)
+                    for k, src in enumerate(plan, start=1)]
+            if fill:
+                vals = [scalar_value]
+            d = dtype(dst[dst_index[e]]) if fmac and dst is not None else None  # type: ignore[index]
             result = fn(d, vals[0], vals[1] if len(vals) > 1 else None)
             if dst is not None:
-                dst[index[0][e]] = result
+                dst[dst_index[e]] = result  # type: ignore[index]
             elif indexed:
                 assert out is not None
-                what = f"out of simd {config.name}"
                 yield from self.push(out, (float(result), e % row), what)
                 if ends and (e + 1) % row == 0:
                     marks += 1
                     yield from self.push(out, END, what)
             else:
                 assert out is not None
-                yield from self.push(out, (float(result), None), f"out of simd {config.name}")
-            last = self.now()
+                yield from self.push(out, (float(result), None), what)
+            last = int(env._now)
             self.check_limit_at(last)
         self.clock = last + 1
 
@@ -1038,6 +1108,11 @@ class Core:
 
 
 # ---------------------------------------------------------------------- simulation
+
+
+def ins_ops(info: SimdInfo) -> list[tuple[int, Any]]:
+    """The ``in(c)`` operands of an instruction with their positions."""
+    return [(k, o) for k, o in enumerate(info.operands) if o.kind == "in"]
 
 
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
@@ -1270,6 +1345,11 @@ class _Run:
         events = 0
         started = time.perf_counter()
         total = sum(len(b.q) for b in self.fabric.sources)
+        # the set-up's objects (cores, buffers, arrays) live as long as the run: keep the
+        # collector from scanning them again and again (12 % of a 64 x 64 GEMV's time)
+        gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(100_000, 50, 1000)
         try:
             while True:
                 t = peek()
@@ -1295,6 +1375,9 @@ class _Run:
         except KeyboardInterrupt:
             self.complete = False
             return events
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
         self.check_finished()
         return events
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pesim_support import sim
 
 from lair.diagnostics import SimulationError
@@ -222,3 +224,39 @@ program p origin PE[0, 0] pes { PE[0, 0] }
     np.testing.assert_array_equal(result.outputs["Y"], [-np.inf, 2, -np.inf, -np.inf])
     np.testing.assert_array_equal(result.outputs["Z"], [0, 0])
     assert result.pes[(0, 0)].busy < 10  # no fill: the values are in the program image
+
+
+REDUCTION = """
+module reduce
+mesh PE[1, 1]
+program p origin PE[0, 0] pes {{ PE[0, 0] }}
+{{
+  array {t} w[4][{n}] load W;
+  array {t} x[{n}] load X;
+  array {t} y[4] load Y store Out;
+  simd rows [4, {n}]: y[i0] += w[{n}*i0 + i1] * x[i1];
+  simd cols [{n}, 4]: y[i1] += w[i0 + {n}*i1] * x[i0];
+  task main {{
+    run rows {{y: 0, w: 0, x: 0}};
+    run cols {{y: 0, w: 0, x: 0}};
+  }}
+}}
+"""
+
+
+@given(st.sampled_from(["float16", "float32"]), st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_reductions_round_each_addition_in_domain_order(dtype: str, n: int, seed: int) -> None:
+    """A multiply-add into repeated destinations, with values that round: the same bits
+    as adding element by element in domain order."""
+    rng = np.random.default_rng(seed)
+    t = np.float16 if dtype == "float16" else np.float32
+    w, x, y = (rng.normal(size=shape).astype(t) * t(3) for shape in [(4, n), (n,), (4,)])
+    expected = y.copy()
+    for order in ("r", "s"):
+        for a in range(n if order == "s" else 4):
+            for b in range(4 if order == "s" else n):
+                i, j = (b, a) if order == "s" else (a, b)
+                expected[i] = expected[i] + w[i, j] * x[j]
+    result = sim(REDUCTION.format(t=dtype, n=n), {"W": w, "X": x, "Y": y},
+                 {"Out": ((4,), dtype)})
+    assert result.outputs["Out"].tobytes() == expected.tobytes()
