@@ -46,7 +46,7 @@ from pesim.expr import compile_cond, compile_iexpr, cond_ops, iexpr_ops
 from pesim.fabric import FabricConfig
 
 if TYPE_CHECKING:
-    from pesim.sim import Core
+    from pesim.core import Core
 
 Gen = Generator[Any, Any, Any]
 Plain = Callable[["Core"], None]

@@ -14,7 +14,7 @@ from test_pesim_cli import copy_gemv
 
 from lair.limits import MAX_COLORS, MAX_SIM_BYTES
 from pesim.cli import main
-from pesim.sim import RouteCycleError, TimeLimitError
+from pesim.routers import RouteCycleError, TimeLimitError
 
 SECRET = "SECRET-CONTENT-7731"
 
