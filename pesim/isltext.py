@@ -10,6 +10,7 @@ be written without a parameter prefix (``{ W[i, j] : i < 8 * PE_Y }``), ``PE_X``
 from __future__ import annotations
 
 import islpy as isl
+import numpy as np
 
 from lair.diagnostics import SimulationError, SourceLoc
 from lair.lower import least_point
@@ -157,3 +158,58 @@ def check_stream(text: str, tensor: str, loc: SourceLoc | None) -> isl.Map:
 
 def _first(s: isl.Set) -> str:
     return str(isl.Set.from_point(least_point(s)))
+
+
+class Halfspaces:
+    """A set ``{ T[i...] : ... }`` over ``PE_X``, ``PE_Y`` that is one conjunction of
+    affine constraints without existential variables, as coefficient rows over
+    ``(PE_X, PE_Y, i..., 1)``: whether a box lies in it is then a test of its corners
+    (an affine function is smallest at a corner of a box), with no isl call per PE."""
+
+    def __init__(self, inequalities: np.ndarray, equalities: np.ndarray, rank: int):
+        self.inequalities, self.equalities, self.rank = inequalities, equalities, rank
+        self.inequality_rows = [list(map(int, row)) for row in inequalities]
+        self.equality_rows = [list(map(int, row)) for row in equalities]
+
+    @staticmethod
+    def of(s: isl.Set) -> Halfspaces | None:
+        """The constraints of ``s``, or None when it is a union or has divisions."""
+        pieces = s.get_basic_sets()
+        if len(pieces) != 1 or pieces[0].dim(isl.dim_type.div):
+            return None
+        rank = s.dim(isl.dim_type.set)
+        params = [s.find_dim_by_name(isl.dim_type.param, name) for name in PARAMS]
+        rows: dict[bool, list[list[int]]] = {True: [], False: []}
+
+        def record(c: isl.Constraint) -> None:
+            row = [0 if k < 0 else c.get_coefficient_val(isl.dim_type.param, k).to_python()
+                   for k in params]
+            row += [c.get_coefficient_val(isl.dim_type.set, d).to_python() for d in range(rank)]
+            row.append(c.get_constant_val().to_python())
+            rows[c.is_equality()].append(row)
+
+        pieces[0].foreach_constraint(record)
+        width = 2 + rank + 1
+        return Halfspaces(np.array(rows[False], dtype=np.int64).reshape(-1, width),
+                          np.array(rows[True], dtype=np.int64).reshape(-1, width), rank)
+
+    def contains_box(self, pe: tuple[int, int], low: list[int], high: list[int]) -> bool:
+        """Whether every point of ``low <= i <= high`` (high inclusive) is in the set at
+        ``PE_X, PE_Y = pe``: each inequality's smallest value over the box (taken at the
+        corner its coefficients point away from) is at least 0, each equality's smallest
+        and largest are 0."""
+        x, y = pe
+        for row in self.inequality_rows:
+            least = row[0] * x + row[1] * y + row[-1]
+            for a, lo, hi in zip(row[2:-1], low, high, strict=True):
+                least += a * (lo if a >= 0 else hi)
+            if least < 0:
+                return False
+        for row in self.equality_rows:
+            least = most = row[0] * x + row[1] * y + row[-1]
+            for a, lo, hi in zip(row[2:-1], low, high, strict=True):
+                least += a * (lo if a >= 0 else hi)
+                most += a * (hi if a >= 0 else lo)
+            if least != 0 or most != 0:
+                return False
+        return True

@@ -31,7 +31,7 @@ from pesim.code import END, NUMPY, CycleLimitError, ProgramCode
 from pesim.core import Core
 from pesim.expr import compile_cond, compile_iexpr
 from pesim.fabric import FabricConfig
-from pesim.isltext import box, check_array_set, check_stream, fix_pe, outside
+from pesim.isltext import Halfspaces, box, check_array_set, check_stream, fix_pe, outside
 from pesim.parser import Locations
 from pesim.progress import Progress, Watcher
 from pesim.routers import (
@@ -170,6 +170,7 @@ class _Run:
         self.sinks: list[Sink] = []
         self.source_starts: list[int] = []
         self.sets: dict[tuple[str, str, int], isl.Set] = {}
+        self.halfspaces: dict[tuple[str, str, int], Halfspaces | None] = {}
         self.complete = True
         check_budget(module)
         for program in module.programs:
@@ -249,6 +250,11 @@ class _Run:
         if s is None:
             s = self.sets[key] = check_array_set(text, tensor, len(a.shape),
                                                  f"{what} set of array {a.name}", None)
+            self.halfspaces[key] = Halfspaces.of(s)
+        test = self.halfspaces[key]
+        if test is not None and test.contains_box((env["PE_X"], env["PE_Y"]), lo,
+                                                  [h - 1 for h in hi]):
+            return [whole]  # (found without isl: most PEs of a program)
         dims = [f"i{d}" for d in range(len(lo))]
         box = isl.Set(f"{{ {tensor}[{', '.join(dims)}] : " + " and ".join(
             f"{low} <= {d} < {h}" for d, low, h in zip(dims, lo, hi, strict=True)) + " }")
