@@ -18,7 +18,7 @@ from codegen.simd import Extension, SimdDecision, decide, no_simd
 from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
 from lair.frontend import Program
 from mapping import poly
-from mapping.flows import FABRIC_COLORS, Task, out_of_colors
+from mapping.flows import Task, out_of_colors
 from mapping.memory import Memory, allocate, check_fits
 from mapping.tasks import TaskGraph, build_task_graph
 from mapping.validate import Mapping
@@ -274,19 +274,22 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
 def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
                     simd: bool = True, name: str = "program", reference: str | None = None,
                     params: Sequence[tuple[str, int | str]] = (),
-                    max_configs: int = MAX_SIMD_CONFIGS, arrival: str = "batched",
+                    max_configs: int | None = None, arrival: str = "batched",
                     fabric: FabricConfig | None = None) -> Compilation:
     """Run the back end (task graph, memory, SIMD, code) up to ``stop``; ``max_configs``
-    is the number of SIMD configurations a PE holds; ``arrival="per-wavelet"`` runs one
-    task per arriving wavelet as the paper does, ``"batched"`` takes dense streams in
-    batches where the cost model predicts a gain; ``fabric`` gives the costs the
-    choices are made by (default: the paper preset)."""
+    is the number of SIMD configurations a PE holds (default: the fabric's);
+    ``arrival="per-wavelet"`` runs one task per arriving wavelet as the paper does,
+    ``"batched"`` takes dense streams in batches where the cost model predicts a gain;
+    ``fabric`` gives the costs the choices are made by, a PE's memory, its SIMD
+    configurations and the colors (default: the paper preset)."""
     fabric = fabric or FabricConfig()
     try:
         with fabric_costs(fabric):
             compiled = _compile(program, mapping, stop=stop, simd=simd, name=name,
-                                reference=reference, params=params, max_configs=max_configs,
-                                arrival=arrival)
+                                reference=reference, params=params,
+                                max_configs=(fabric.max_simd_configs if max_configs is None
+                                             else max_configs),
+                                arrival=arrival, fabric=fabric)
         return replace(compiled, fabric=fabric)
     except UnsupportedMappingError as err:
         if err.loc is None and err.subject is not None:
@@ -300,33 +303,35 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
 
 def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
              reference: str | None, params: Sequence[tuple[str, int | str]],
-             max_configs: int, arrival: str) -> Compilation:
+             max_configs: int, arrival: str, fabric: FabricConfig) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
     tg = build_task_graph(program.model, mapping)
     result = Compilation(program, mapping, tg, simd=simd)
     if stop != "tasks":
-        memory = allocate(tg)
+        memory = allocate(tg, memory_bytes=fabric.memory_bytes)
         result = Compilation(program, mapping, tg, memory, simd=simd)
         if stop != "memory":
-            decisions, memory = simd_decisions(tg, memory, simd=simd)
+            decisions, memory = simd_decisions(tg, memory, simd=simd,
+                                               memory_bytes=fabric.memory_bytes)
             planned = None
             if simd:
                 planned, decisions, memory = _plan_batches(tg, memory, decisions,
-                                                           arrival=arrival)
+                                                           arrival=arrival,
+                                                           memory_bytes=fabric.memory_bytes)
             module, decisions, arrivals = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)
-            shared = share_colors(module, FABRIC_COLORS)
+            shared = share_colors(module, fabric.colors)
             if shared is None and arrivals.batches:  # batched colors are never shared
                 module, decisions, arrivals = _fit_configurations(
                     tg, memory, decisions, simd=simd, name=name, reference=reference,
                     params=params, max_configs=max_configs, arrivals=ArrivalPlan(
                         candidates=arrivals.candidates))
-                shared = share_colors(module, FABRIC_COLORS)
+                shared = share_colors(module, fabric.colors)
             if shared is None:
-                raise out_of_colors(tg.color_uses, len(colors_used(module)))
+                raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared
             check_data_flow(tg, memory, decisions, arrivals)
             for pe_program in module.programs:

@@ -31,7 +31,7 @@ def run_guarded(body: Callable[[], None]) -> int:
     try:
         body()
     except KeyboardInterrupt:
-        print(Interrupted("stopped by Ctrl-C; nothing was written").format(),
+        print(Interrupted("stopped by Ctrl-C").format(),
               file=sys.stderr)
         return Interrupted.status
     except DtgError as err:

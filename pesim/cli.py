@@ -141,10 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with ProgressBar() as bar:
                 outcome = simulate_args(args, bar.update if show else None)
-        except Exception as exc:
-            # a failed run still writes its report, so no older one survives it
+        except (Exception, KeyboardInterrupt) as exc:
+            # a failed or interrupted run still writes its report, so no older one survives
+            # (Ctrl-C in the event loop ends it with a partial report instead, below)
             if args.report:
-                text = exc.format() if isinstance(exc, DtgError) else internal_error_text(exc)
+                text = (exc.format() if isinstance(exc, DtgError) else
+                        "interrupted by Ctrl-C before the simulation ended"
+                        if isinstance(exc, KeyboardInterrupt) else internal_error_text(exc))
                 try:
                     write_report(args.report, failure_report(args.module, text))
                 except DtgError as failed:

@@ -10,7 +10,6 @@ be written without a parameter prefix (``{ W[i, j] : i < 8 * PE_Y }``), ``PE_X``
 from __future__ import annotations
 
 import islpy as isl
-import numpy as np
 
 from lair.diagnostics import SimulationError, SourceLoc
 from lair.lower import least_point
@@ -166,10 +165,8 @@ class Halfspaces:
     ``(PE_X, PE_Y, i..., 1)``: whether a box lies in it is then a test of its corners
     (an affine function is smallest at a corner of a box), with no isl call per PE."""
 
-    def __init__(self, inequalities: np.ndarray, equalities: np.ndarray, rank: int):
-        self.inequalities, self.equalities, self.rank = inequalities, equalities, rank
-        self.inequality_rows = [list(map(int, row)) for row in inequalities]
-        self.equality_rows = [list(map(int, row)) for row in equalities]
+    def __init__(self, inequality_rows: list[list[int]], equality_rows: list[list[int]]):
+        self.inequality_rows, self.equality_rows = inequality_rows, equality_rows
 
     @staticmethod
     def of(s: isl.Set) -> Halfspaces | None:
@@ -189,9 +186,7 @@ class Halfspaces:
             rows[c.is_equality()].append(row)
 
         pieces[0].foreach_constraint(record)
-        width = 2 + rank + 1
-        return Halfspaces(np.array(rows[False], dtype=np.int64).reshape(-1, width),
-                          np.array(rows[True], dtype=np.int64).reshape(-1, width), rank)
+        return Halfspaces(rows[False], rows[True])
 
     def contains_box(self, pe: tuple[int, int], low: list[int], high: list[int]) -> bool:
         """Whether every point of ``low <= i <= high`` (high inclusive) is in the set at

@@ -200,3 +200,19 @@ def test_no_run_beats_the_mapping_bound(path: Path, simd: bool) -> None:
     assert run.comparison.verified
     every = mapping_bound(compiled.program.model, compiled.mapping)
     assert run.result.cycles >= every.cycles, every.describe()
+
+
+def test_the_compiler_keeps_within_the_fabric_it_is_given() -> None:
+    """--config limits reach the compiler too: a PE's SIMD configurations and memory."""
+    from dataclasses import replace as changed
+
+    from lair.diagnostics import MappingError
+    from pesim.fabric import FabricConfig
+
+    few = changed(FabricConfig(), max_simd_configs=2)
+    outcome = run_program(EXAMPLES / "fc" / "train.lair", config=few)  # pesim checks it
+    assert outcome.comparison.verified and outcome.comparison.exact
+    assert outcome.result.cycles > run_program(EXAMPLES / "fc" / "train.lair").result.cycles
+    with pytest.raises(MappingError, match="need 80 bytes .* more than the 64 bytes a PE has"):
+        compile_file(EXAMPLES / "gemv" / "gemv.lair",
+                     fabric=changed(FabricConfig(), memory_bytes=64))

@@ -91,3 +91,23 @@ def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
     assert data["complete"] is False and data["verified"] is False
     assert data["cycles"] > 0 and "interrupted" in data["error"]
     assert not outputs.exists()
+
+
+def test_ctrl_c_before_the_event_loop_still_replaces_the_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted while loading or setting up: status 130, no traceback, and the report
+    says so (an older report of the same file must not survive)."""
+    from pesim import cli
+
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    report = tmp_path / "r.json"
+    report.write_text('{"verified": true}\n')
+    monkeypatch.setattr(cli, "simulate_args", interrupted)
+    assert cli.main([str(gemv_module(tmp_path, 64, 4)), "--report", str(report)]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: stopped by Ctrl-C" in err and "Traceback" not in err
+    data = json.loads(report.read_text())
+    assert data["verified"] is False and "interrupted by Ctrl-C" in data["error"]
