@@ -213,6 +213,6 @@ def test_the_compiler_keeps_within_the_fabric_it_is_given() -> None:
     outcome = run_program(EXAMPLES / "fc" / "train.lair", config=few)  # pesim checks it
     assert outcome.comparison.verified and outcome.comparison.exact
     assert outcome.result.cycles > run_program(EXAMPLES / "fc" / "train.lair").result.cycles
-    with pytest.raises(MappingError, match="need 80 bytes .* more than the 64 bytes a PE has"):
+    with pytest.raises(MappingError, match=r"need 80 bytes .* more than the 64 bytes a PE has"):
         compile_file(EXAMPLES / "gemv" / "gemv.lair",
                      fabric=changed(FabricConfig(), memory_bytes=64))
