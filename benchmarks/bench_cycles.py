@@ -21,9 +21,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from codegen.driver import compile_file
-from lair.diagnostics import DtgError
-from pesim.run import run_file, run_program
+from dtg.codegen.driver import compile_file
+from dtg.lair.diagnostics import DtgError
+from dtg.pesim.run import run_file, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -82,7 +82,7 @@ def main() -> None:
     header = ["example", "cycles (SIMD)", "per wavelet", "cycles (scalar)", "speed-up",
               "SIMD case", "flops by SIMD", "bound", "cycles / bound"]
     rows, skipped = [], []
-    for program in sorted(EXAMPLES.glob("*/*.lair")):
+    for program in sorted(p for p in EXAMPLES.glob("*/*.lair") if p.with_suffix(".map").exists()):
         large = program.with_suffix(".large.map")
         for mapping in [None, large] if large.exists() else [None]:
             try:

@@ -16,8 +16,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from lair.diagnostics import DtgError
-from pesim.run import run_program
+from dtg.lair.diagnostics import DtgError
+from dtg.pesim.run import run_program
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 

@@ -33,7 +33,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pesim.run import RunOutcome, run_file, run_program  # noqa: E402
+from dtg.pesim.run import RunOutcome, run_file, run_program  # noqa: E402
 
 REFERENCE = ROOT / "examples" / "gemv" / "gemv.lair"
 
@@ -133,7 +133,7 @@ def bare_simpy_rate(events: int = 200_000) -> float:
 def one_size(pes: int, tile: int = 32) -> dict[str, float]:
     """Simulate the checkerboard GEMV with a ``tile`` x ``tile`` block per PE on
     ``pes`` x ``pes`` PEs in this process; its figures as a dict."""
-    from pesim import sim
+    from dtg.pesim import sim
 
     size = pes * tile
     phases: dict[str, float] = {}

@@ -18,7 +18,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mapping import poly
+from dtg.mapping import poly
 
 TARGET_MS = 50.0
 

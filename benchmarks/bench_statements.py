@@ -15,10 +15,10 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from codegen.pipeline import compile_mapping
-from lair.frontend import program_from_text
-from mapping.spec import parse_mapping
-from mapping.validate import validate_mapping
+from dtg.codegen.pipeline import compile_mapping
+from dtg.lair.frontend import program_from_text
+from dtg.mapping.spec import parse_mapping
+from dtg.mapping.validate import validate_mapping
 
 
 def chain(n: int) -> tuple[str, str]:

@@ -24,12 +24,12 @@ sys.path.insert(0, str(ROOT / "tests" / "random"))
 
 from bench_random import draw_pairs  # noqa: E402
 
-from lair.diagnostics import DtgError  # noqa: E402
-from lair.frontend import program_from_text  # noqa: E402
-from mapping.flows import TaskGraph  # noqa: E402
-from mapping.spec import parse_mapping  # noqa: E402
-from mapping.tasks import build_task_graph  # noqa: E402
-from mapping.validate import validate_mapping  # noqa: E402
+from dtg.lair.diagnostics import DtgError  # noqa: E402
+from dtg.lair.frontend import program_from_text  # noqa: E402
+from dtg.mapping.flows import TaskGraph  # noqa: E402
+from dtg.mapping.spec import parse_mapping  # noqa: E402
+from dtg.mapping.tasks import build_task_graph  # noqa: E402
+from dtg.mapping.validate import validate_mapping  # noqa: E402
 
 
 def patterns(tg: TaskGraph) -> set[str]:

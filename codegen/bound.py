@@ -30,13 +30,13 @@ from typing import Any
 import islpy as isl
 import numpy as np
 
-from lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
-from lair.lower import PolyModel, PolyStatement
-from mapping import poly
-from mapping.flows import accessing_pes
-from mapping.mesh import point
-from mapping.validate import Mapping
-from pesim.fabric import FabricConfig
+from dtg.lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
+from dtg.lair.lower import PolyModel, PolyStatement
+from dtg.mapping import poly
+from dtg.mapping.flows import accessing_pes
+from dtg.mapping.mesh import point
+from dtg.mapping.validate import Mapping
+from dtg.pesim.fabric import FabricConfig
 
 
 @dataclass(frozen=True)

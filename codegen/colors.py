@@ -18,12 +18,12 @@ from typing import Any
 import islpy as isl
 import networkx as nx
 
-from codegen.islast import condition_of
-from codegen.peir import If, PeModule, PeProgram, Recv, SimdOperand, Stmt, Task
-from codegen.scancheck import cond_set
-from lair.lower import CTX
-from mapping import poly
-from mapping.mesh import pe_space, translate
+from dtg.codegen.islast import condition_of
+from dtg.codegen.peir import If, PeModule, PeProgram, Recv, SimdOperand, Stmt, Task
+from dtg.codegen.scancheck import cond_set
+from dtg.lair.lower import CTX
+from dtg.mapping import poly
+from dtg.mapping.mesh import pe_space, translate
 
 
 def colors_used(module: PeModule) -> set[int]:

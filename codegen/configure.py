@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import islpy as isl
 
-from codegen.islast import condition_of
-from codegen.peir import (
+from dtg.codegen.islast import condition_of
+from dtg.codegen.peir import (
     Cond,
     For,
     IExpr,
@@ -28,9 +28,9 @@ from codegen.peir import (
     Run,
     Stmt,
 )
-from codegen.scancheck import ScanError, cond_set, quasi_affine
-from mapping import poly
-from pesim.expr import cond_names, iexpr_names
+from dtg.codegen.scancheck import ScanError, cond_set, quasi_affine
+from dtg.mapping import poly
+from dtg.pesim.expr import cond_names, iexpr_names
 
 PE_ONLY = frozenset(poly.PE_NAMES)
 

@@ -18,15 +18,15 @@ from math import prod
 
 import islpy as isl
 
-from codegen.hoist import per_arrival_ops
-from codegen.islast import substitute
-from codegen.peir import IExpr
-from codegen.simd import SimdDecision
-from codegen.stmtutil import simplify
-from lair.graph import Binary, Const, Read, Stmt, Unary, Value
-from mapping import poly
-from pesim.expr import iexpr_ops
-from pesim.fabric import FabricConfig
+from dtg.codegen.hoist import per_arrival_ops
+from dtg.codegen.islast import substitute
+from dtg.codegen.peir import IExpr
+from dtg.codegen.simd import SimdDecision
+from dtg.codegen.stmtutil import simplify
+from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
+from dtg.mapping import poly
+from dtg.pesim.expr import iexpr_ops
+from dtg.pesim.fabric import FabricConfig
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)

@@ -27,9 +27,9 @@ from math import prod
 
 import islpy as isl
 
-from codegen.batching import COUNT, ArrivalPlan, Batch
-from codegen.scancheck import ScanError, quasi_affine
-from codegen.simd import (
+from dtg.codegen.batching import COUNT, ArrivalPlan, Batch
+from dtg.codegen.scancheck import ScanError, quasi_affine
+from dtg.codegen.simd import (
     Operand,
     SimdDecision,
     flat_aff,
@@ -38,14 +38,14 @@ from codegen.simd import (
     split_outer,
     zero_box,
 )
-from lair.diagnostics import CompilerBug
-from lair.graph import vanishes_with
-from lair.lower import CTX, PolyStatement, least_point, point_coordinates
-from mapping import poly
-from mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
-from mapping.memory import Memory
-from mapping.mesh import same_line
-from mapping.validate import PE
+from dtg.lair.diagnostics import CompilerBug
+from dtg.lair.graph import vanishes_with
+from dtg.lair.lower import CTX, PolyStatement, least_point, point_coordinates
+from dtg.mapping import poly
+from dtg.mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
+from dtg.mapping.memory import Memory
+from dtg.mapping.mesh import same_line
+from dtg.mapping.validate import PE
 
 
 class DataFlowError(CompilerBug):

@@ -15,20 +15,25 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from codegen import peprint
-from codegen.batching import ARRIVAL_MODES
-from codegen.pipeline import STAGES, Compilation, compile_mapping
-from codegen.report import compile_report
-from lair.cli import ArgumentParser, run_guarded
-from lair.diagnostics import InputError
-from lair.files import check_writable_target, write_atomically
-from lair.frontend import Program, load_program
-from lair.printer import format_module
-from lair.specialize import Binding, parse_param
-from mapping.spec import parse_mapping_file
-from mapping.validate import Mapping, validate_mapping
-from pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
+from dtg.codegen import peprint
+from dtg.codegen.batching import ARRIVAL_MODES
+from dtg.codegen.pipeline import STAGES, Compilation, compile_mapping
+from dtg.codegen.report import compile_report, program_report
+from dtg.lair import ast
+from dtg.lair.cli import ArgumentParser, report_header, run_guarded
+from dtg.lair.diagnostics import InputError, LimitError
+from dtg.lair.files import check_writable_target, write_atomically
+from dtg.lair.frontend import Program, from_source
+from dtg.lair.limits import MAX_INPUT_BYTES
+from dtg.lair.parser import parse, parse_file
+from dtg.lair.printer import format_module
+from dtg.lair.specialize import Binding, parse_param
+from dtg.mapping.binding import bound_mapping, split_params
+from dtg.mapping.spec import MappingSpec, parse_mapping_file
+from dtg.mapping.validate import Mapping, validate_mapping
+from dtg.pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,15 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dtg-codegen",
         description="Compile a LAIR program and a mapping into per-PE code.",
     )
-    parser.add_argument("program", help="the .lair file")
+    parser.add_argument("program", help="the .lair file, or - to read it from standard input "
+                                            "(then -m is needed)")
     parser.add_argument("-m", "--mapping", metavar="MAP",
                         help="the mapping spec (default: the .map file beside the program)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
-                        help="bind a size or type parameter, e.g. --param M=32 (repeatable)")
+                        help="bind a size or type parameter of the program or a parameter of the "
+                             "mapping, e.g. --param M=32 (repeatable)")
     parser.add_argument("--emit", choices=STAGES, default=STAGES[-1],
                         help="stop after this stage and print its result (default: %(default)s)")
-    parser.add_argument("-o", "--output", metavar="OUTDIR",
-                        help="write the PE module to OUTDIR/<program>.pe instead of printing it")
+    parser.add_argument("-o", "--output", metavar="FILE|DIR|-",
+                        help="write the output to FILE, or to DIR/<program>.pe (made if "
+                             "missing), instead of printing it; - prints it")
     parser.add_argument("--no-simd", action="store_true",
                         help="generate scalar loops only (no SIMD instructions)")
     parser.add_argument("--arrival", choices=ARRIVAL_MODES, default=ARRIVAL_MODES[0],
@@ -63,28 +71,64 @@ def default_mapping_path(program: str | Path) -> Path:
     return Path(program).with_suffix(".map")
 
 
-def load_mapping(program: Program, program_path: str | Path, mapping_path: str | None
-                 ) -> Mapping:
+def mapping_file(program_path: str | Path, mapping_path: str | Path | None) -> Path:
     path = Path(mapping_path) if mapping_path else default_mapping_path(program_path)
     if mapping_path is None and not path.exists():
         raise InputError(f"no mapping for {program_path}: expected {path} beside it, "
                          "or name one with -m FILE")
-    return validate_mapping(parse_mapping_file(path), program.model)
+    return path
 
 
-def compile_file(program_path: str | Path, mapping_path: str | None = None,
+def load_both(source: ast.Module, spec: MappingSpec | None, params: dict[str, Binding]
+              ) -> tuple[Program, Mapping | None]:
+    """The program and its validated mapping, each given the parameters it declares
+    (a name neither declares is an error); without a spec, all go to the program."""
+    if spec is None:
+        return from_source(source, params), None
+    for_program, _ = split_params(source, spec, params)
+    program = from_source(source, for_program)
+    return program, validate_mapping(bound_mapping(source, spec, params), program.model)
+
+
+STDIN = "-"
+"""The program argument that reads the program from standard input."""
+
+
+def read_program(program: str | Path) -> ast.Module:
+    """The parsed program of a file, or of standard input for ``-``."""
+    if str(program) != STDIN:
+        return parse_file(program)
+    text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+    if len(text) > MAX_INPUT_BYTES:
+        raise LimitError(f"the program on standard input has more than {MAX_INPUT_BYTES} "
+                         "characters, the limit")
+    return parse(text, "<stdin>")
+
+
+def compile_file(program_path: str | Path, mapping_path: str | Path | None = None,
                  params: dict[str, Binding] | None = None, *, stop: str = "code",
                  simd: bool = True, outdir: str | Path | None = None,
-                 arrival: str = ARRIVAL_MODES[0], fabric: FabricConfig | None = None
-                 ) -> Compilation:
+                 arrival: str = ARRIVAL_MODES[0], fabric: FabricConfig | None = None,
+                 source: ast.Module | None = None) -> Compilation:
     """Front end and back end of one program, as ``dtg-codegen`` runs them, choosing by
-    the costs of ``fabric`` (default: the paper preset)."""
+    the costs of ``fabric`` (default: the paper preset). ``params`` binds the sizes of
+    the program and the parameters of the mapping; ``source`` is the program when it
+    was parsed already (read from standard input: then the module names no reference
+    program)."""
     params = params or {}
-    program = load_program(program_path, params)
-    mapping = load_mapping(program, program_path, mapping_path)
-    here = Path(outdir) if outdir is not None else Path(program_path).parent
-    reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
-    stem = Path(program_path).stem
+    if str(program_path) == STDIN and mapping_path is None:
+        raise InputError("a program read from standard input needs its mapping: -m FILE.map")
+    if source is None:
+        source = read_program(program_path)
+    spec = parse_mapping_file(mapping_file(program_path, mapping_path))
+    program, mapping = load_both(source, spec, params)
+    assert mapping is not None
+    reference = None
+    stem = "stdin"
+    if str(program_path) != STDIN:
+        here = Path(outdir) if outdir is not None else Path(program_path).parent
+        reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
+        stem = Path(program_path).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
     return compile_mapping(program, mapping, stop=stop, simd=simd, name=name,
                            reference=reference, params=tuple(params.items()), arrival=arrival,
@@ -125,51 +169,73 @@ def _stage_text(stage: str, c: Compilation) -> str:
     return peprint.module(c.module)
 
 
-def check_output_dir(path: str) -> Path:
-    """The directory of ``-o``, checked before compiling: missing (it will be created) or
-    a directory; anything else there is an error."""
+def output_target(path: str, program: str, stage: str = "code") -> Path | None:
+    """Where ``-o`` writes, checked before compiling: nothing for ``-`` (standard
+    output); the file itself where ``path`` is an existing file or has a suffix;
+    otherwise a directory (made if missing) and ``<program>.pe`` in it
+    (``<program>.<stage>.txt`` for the other stages)."""
+    if path == "-":
+        return None
     target = Path(path)
-    if (target.exists() or target.is_symlink()) and not target.is_dir():
-        raise InputError(f"-o {path}: not a directory; -o names the directory to write the "
-                         "PE module into")
-    return target
+    what = f"the output of --emit={stage}"
+    named = target.suffix or target.is_symlink() or (target.exists() and not target.is_dir())
+    if named:
+        return check_writable_target(target, what)
+    stem = "stdin" if program == STDIN else Path(program).stem
+    return check_writable_target(
+        target / (f"{stem}.pe" if stage == "code" else f"{stem}.{stage}.txt"), what)
 
 
-def make_output_dir(target: Path) -> Path:
+def make_parent(target: Path) -> Path:
     try:
-        target.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"-o {target}: cannot create the directory: {exc.strerror}") from None
+        raise InputError(f"-o {target.parent}: cannot create the directory: {exc.strerror}"
+                         ) from None
     return target
 
 
 def run(args: argparse.Namespace) -> str:
     params = dict(parse_param(p) for p in args.param)
-    program = load_program(args.program, params)
-    if args.emit == "ast":
-        return format_module(program.specialized)
-    if args.emit == "isl":
-        return program.model.format()
-    if args.output:
-        check_output_dir(args.output)
-    fabric = chosen_fabric(args.fabric, args.config)
-    c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
-                     outdir=args.output, arrival=args.arrival, fabric=fabric)
-    text = _stage_text(args.emit, c)
-    # everything is computed before anything is written; each file is written whole
-    target = None
-    if args.output and args.emit == "code":
-        target = make_output_dir(check_output_dir(args.output)) / f"{Path(args.program).stem}.pe"
-        check_writable_target(target, "the PE module")
+    if args.program == STDIN and not args.mapping:
+        raise InputError("a program read from standard input needs its mapping: -m FILE.map")
+    source = read_program(args.program)
+    path = Path(args.mapping) if args.mapping else default_mapping_path(args.program)
+    # the mapping may bind parameters too; the stages before it need it only for that
+    spec = parse_mapping_file(path) if args.mapping or path.exists() else None
+    for_program = params if spec is None else split_params(source, spec, params)[0]
+    program = from_source(source, for_program)
+    target = output_target(args.output, args.program, args.emit) if args.output else None
     if args.report:
         check_writable_target(args.report, "the report")
-    if args.report and c.tasks is not None:
-        write_atomically(args.report, json.dumps(compile_report(c), indent=2) + "\n",
-                         "the report")
+    header = report_header("dtg-codegen", stage=args.emit, params=params,
+                           mapping=str(path) if spec is not None else None,
+                           fabric_preset=args.fabric, fabric_config=args.config,
+                           simd=not args.no_simd, arrival=args.arrival)
+    if args.emit in ("ast", "isl"):
+        text = (format_module(program.specialized) if args.emit == "ast"
+                else program.model.format())
+        return _write(args, target, text, {**header, **program_report(program)}, None)
+    fabric = chosen_fabric(args.fabric, args.config)
+    c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
+                     outdir=target.parent if target is not None else None,
+                     arrival=args.arrival, fabric=fabric, source=source)
+    return _write(args, target, _stage_text(args.emit, c), compile_report(c, header), c)
+
+
+def _write(args: argparse.Namespace, target: Path | None, text: str, report: dict[str, Any],
+           c: Compilation | None) -> str:
+    """Write the report and the stage's text (to ``target``, or return it for standard
+    output); everything was computed before, and each file is written whole."""
     if target is not None:
-        write_atomically(target, text, "the PE module")
-        return f"wrote {target} ({c.seconds * 1000:.1f} ms)\n"
-    return text
+        make_parent(target)  # (the report may go into the same new directory)
+    if args.report:
+        write_atomically(args.report, json.dumps(report, indent=2) + "\n", "the report")
+    if target is None:
+        return text
+    write_atomically(target, text, f"the output of --emit={args.emit}")
+    took = f" ({c.seconds * 1000:.1f} ms)" if c is not None else ""
+    return f"wrote {target}{took}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from codegen.adapters import OPPOSITE, adapter_programs
-from codegen.batching import COUNT, ArrivalPlan, Batch, lands_in_place
-from codegen.cleanup import drop_unread_ints
-from codegen.configure import guard_configurations
-from codegen.cost import elementwise_simd_pays
-from codegen.gathering import Gathering
-from codegen.hoist import hoist_invariants
-from codegen.islast import (
+from dtg.codegen.adapters import OPPOSITE, adapter_programs
+from dtg.codegen.batching import COUNT, ArrivalPlan, Batch, lands_in_place
+from dtg.codegen.cleanup import drop_unread_ints
+from dtg.codegen.configure import guard_configurations
+from dtg.codegen.cost import elementwise_simd_pays
+from dtg.codegen.gathering import Gathering
+from dtg.codegen.hoist import hoist_invariants
+from dtg.codegen.islast import (
     aff_expr,
     condition_of,
     pw_aff_expr,
@@ -27,7 +27,7 @@ from codegen.islast import (
     substitute,
     substitute_stmts,
 )
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     Array,
     BConst,
@@ -59,15 +59,15 @@ from codegen.peir import (
     rename_array,
     rename_config,
 )
-from codegen.routes import tree_routes
-from codegen.sharing import Sharing, exchange_name
-from codegen.simd import Operand, SimdDecision, row_major
-from codegen.stmtutil import and_cond, guarded, pe_condition_set, simplify
-from lair.diagnostics import CompilerBug
-from lair.graph import Binary, Const, Read, Unary, Value
-from lair.lower import PolyStatement
-from mapping import poly
-from mapping.flows import (
+from dtg.codegen.routes import tree_routes
+from dtg.codegen.sharing import Sharing, exchange_name
+from dtg.codegen.simd import Operand, SimdDecision, row_major
+from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set, simplify
+from dtg.lair.diagnostics import CompilerBug
+from dtg.lair.graph import Binary, Const, Read, Unary, Value
+from dtg.lair.lower import PolyStatement
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     Exchange,
     InputFlow,
     OutputFlow,
@@ -75,8 +75,8 @@ from mapping.flows import (
     TaskGraph,
     unsupported,
 )
-from mapping.memory import LocalTensor, Memory
-from mapping.mesh import ENTRY_PORT, FLOW_PORT
+from dtg.mapping.memory import LocalTensor, Memory
+from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT
 
 NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from codegen.batching import ArrivalPlan
-from codegen.peir import Array, IntVar, Route, SimdConfig, Task
-from codegen.simd import SimdDecision
-from mapping.flows import Region, TaskGraph
-from mapping.memory import Memory
+from dtg.codegen.batching import ArrivalPlan
+from dtg.codegen.peir import Array, IntVar, Route, SimdConfig, Task
+from dtg.codegen.simd import SimdDecision
+from dtg.mapping.flows import Region, TaskGraph
+from dtg.mapping.memory import Memory
 
 
 @dataclass

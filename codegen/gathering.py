@@ -8,16 +8,16 @@ from math import prod
 
 import islpy as isl
 
-from codegen.adapters import OPPOSITE
-from codegen.cost import elementwise_simd_pays
-from codegen.emitstate import EmitterState
-from codegen.islast import (
+from dtg.codegen.adapters import OPPOSITE
+from dtg.codegen.cost import elementwise_simd_pays
+from dtg.codegen.emitstate import EmitterState
+from dtg.codegen.islast import (
     condition_of,
     pw_aff_expr,
     scan,
     substitute,
 )
-from codegen.peir import (
+from dtg.codegen.peir import (
     BoolOp,
     Cmp,
     Cond,
@@ -39,19 +39,19 @@ from codegen.peir import (
     Stmt,
     Store,
 )
-from codegen.simd import flat_aff, flatten, row_major
-from codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
-from lair.diagnostics import CompilerBug
-from lair.lower import CTX
-from mapping import poly
-from mapping.flows import (
+from dtg.codegen.simd import flat_aff, flatten, row_major
+from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
+from dtg.lair.diagnostics import CompilerBug
+from dtg.lair.lower import CTX
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     OutputFlow,
     Region,
     ResidentReduction,
     chain_length,
     unsupported,
 )
-from mapping.memory import LocalTensor
+from dtg.mapping.memory import LocalTensor
 
 
 class Gathering(EmitterState):

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from codegen.islast import linear_sum, linear_terms, normalize
-from codegen.peir import (
+from dtg.codegen.islast import linear_sum, linear_terms, normalize
+from dtg.codegen.peir import (
     BoolOp,
     Cmp,
     Cond,
@@ -52,7 +52,7 @@ from codegen.peir import (
     Store,
     Task,
 )
-from pesim.expr import cond_names, cond_ops, iexpr_names, iexpr_ops
+from dtg.pesim.expr import cond_names, cond_ops, iexpr_names, iexpr_ops
 
 MIN_OPS = 2  # cheaper parts are left in place: an int read costs nothing, its update 1
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import islpy as isl
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     BConst,
     BoolOp,
     Cmp,
@@ -36,9 +36,9 @@ from codegen.peir import (
     Stmt,
     Store,
 )
-from codegen.scancheck import ScanError, check_scan, visit_marker
-from lair.diagnostics import CodegenError
-from mapping import poly
+from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
+from dtg.lair.diagnostics import CodegenError
+from dtg.mapping import poly
 
 _op = isl.ast_expr_op_type
 

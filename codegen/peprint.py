@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     Array,
     BConst,

@@ -7,22 +7,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 
-from codegen.batching import ArrivalPlan, Batch, plan_arrivals
-from codegen.colors import colors_used, share_colors
-from codegen.configure import configurations_per_pe
-from codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
-from codegen.dataflow import check_data_flow
-from codegen.emit import emit
-from codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
-from codegen.simd import Extension, SimdDecision, decide, no_simd
-from lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
-from lair.frontend import Program
-from mapping import poly
-from mapping.flows import Task, out_of_colors
-from mapping.memory import Memory, allocate, check_fits
-from mapping.tasks import TaskGraph, build_task_graph
-from mapping.validate import Mapping
-from pesim.fabric import FabricConfig
+from dtg.codegen.batching import ArrivalPlan, Batch, plan_arrivals
+from dtg.codegen.colors import colors_used, share_colors
+from dtg.codegen.configure import configurations_per_pe
+from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
+from dtg.codegen.dataflow import check_data_flow
+from dtg.codegen.emit import emit
+from dtg.codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
+from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
+from dtg.lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
+from dtg.lair.frontend import Program
+from dtg.mapping import poly
+from dtg.mapping.flows import Task, out_of_colors
+from dtg.mapping.memory import Memory, allocate, check_fits
+from dtg.mapping.tasks import TaskGraph, build_task_graph
+from dtg.mapping.validate import Mapping
+from dtg.pesim.fabric import FabricConfig
 
 STAGES = ("ast", "isl", "mapping", "tasks", "memory", "simd", "code")
 

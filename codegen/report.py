@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from codegen.bound import mapping_bound
-from codegen.pipeline import Compilation
-from codegen.simd import row_major
-from mapping.flows import TaskGraph
+from dtg.codegen.bound import mapping_bound
+from dtg.codegen.pipeline import Compilation
+from dtg.codegen.simd import row_major
+from dtg.lair.frontend import Program
+from dtg.mapping.flows import TaskGraph
 
 
-def compile_report(c: Compilation) -> dict[str, Any]:
-    assert c.tasks is not None
+def compile_report(c: Compilation, header: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report of a compilation, as far as it went (``header``: how it was asked for,
+    :func:`lair.cli.report_header`). Nothing in it depends on the machine or the time,
+    so identical compiles give identical reports."""
+    report = {**(header or {}), **program_report(c.program)}
+    report["rectangle"] = [c.mapping.width, c.mapping.height]
+    report["fabric"] = c.fabric.as_dict()  # the costs the compiler chose by
+    report["bound"] = mapping_bound(c.program.model, c.mapping, c.fabric).as_dict()
+    if c.tasks is None:
+        return report
     tasks = []
     for t in c.tasks.tasks:
         entry: dict[str, Any] = {
@@ -55,19 +64,30 @@ def compile_report(c: Compilation) -> dict[str, Any]:
             "elements": str(a.array.per_pe), "bytes": a.bytes, "strides": list(row_major(
                 a.size)),
         })
-    return {
-        "program": c.program.graph.file,
-        "rectangle": [c.mapping.width, c.mapping.height],
+    report.update({
         "compute_region": {"origin": [c.tasks.compute.x0, c.tasks.compute.y0],
                            "size": [c.tasks.compute.width, c.tasks.compute.height]},
         "simd_enabled": c.simd,
-        "fabric": c.fabric.as_dict(),  # the costs the compiler chose by
         "flows": _flows(c.tasks),
         "arrivals": c.arrivals.report() if c.arrivals is not None else {},
-        "bound": mapping_bound(c.program.model, c.mapping, c.fabric).as_dict(),
         "tasks": tasks,
-        "memory": memory,
-        "compile_seconds": round(c.seconds, 6),
+    })
+    if c.memory is not None:
+        report["memory"] = memory
+        # the largest of the PEs' local memories: every array is allocated on every PE of
+        # its region, and regions overlap
+        report["memory_bytes_per_pe"] = sum(a.bytes for a in c.memory.arrays)
+    return report
+
+
+def program_report(program: Program) -> dict[str, Any]:
+    """The program's tensors and statements (what ``--emit=ast`` and ``isl`` know)."""
+    g = program.graph
+    return {
+        "program": g.file,
+        "tensors": {t.name: {"role": t.role, "shape": list(t.shape), "dtype": t.dtype}
+                    for t in g.tensors},
+        "statements": [s.name for s in g.statements],
     }
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import islpy as isl
 
-from codegen.islast import condition_of
-from codegen.peir import Route
-from lair.diagnostics import CompilerBug
-from mapping import poly
-from mapping.mesh import PORT_TOWARDS, pe_box, translate
+from dtg.codegen.islast import condition_of
+from dtg.codegen.peir import Route
+from dtg.lair.diagnostics import CompilerBug
+from dtg.mapping import poly
+from dtg.mapping.mesh import PORT_TOWARDS, pe_box, translate
 
 
 def tree_routes(color: int, parent: isl.Map, ramp: isl.Set, context: isl.Set) -> list[Route]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     BConst,
     BoolOp,
@@ -32,7 +32,7 @@ from codegen.peir import (
     SetInt,
     Stmt,
 )
-from lair.diagnostics import CompilerBug
+from dtg.lair.diagnostics import CompilerBug
 
 VISIT = "\0visit"  # the marker statements scan() places where an instance runs
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from codegen.blocks import block_exchange
-from codegen.emitstate import EmitterState
-from codegen.islast import (
+from dtg.codegen.blocks import block_exchange
+from dtg.codegen.emitstate import EmitterState
+from dtg.codegen.islast import (
     aff_expr,
     condition_of,
     scan,
     substitute_stmts,
 )
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     BoolOp,
     Cmp,
@@ -36,13 +36,13 @@ from codegen.peir import (
     Store,
     Task,
 )
-from codegen.routes import broadcast_routes
-from codegen.simd import row_major
-from codegen.stmtutil import and_cond, guarded, simplify
-from codegen.turns import TurnOrder, every_pe, turn_order
-from lair.diagnostics import CompilerBug
-from mapping import poly
-from mapping.flows import (
+from dtg.codegen.routes import broadcast_routes
+from dtg.codegen.simd import row_major
+from dtg.codegen.stmtutil import and_cond, guarded, simplify
+from dtg.codegen.turns import TurnOrder, every_pe, turn_order
+from dtg.lair.diagnostics import CompilerBug
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     Exchange,
 )
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from codegen.islast import normalize
-from codegen.peir import BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
-from mapping import poly
+from dtg.codegen.islast import normalize
+from dtg.codegen.peir import BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
+from dtg.mapping import poly
 
 
 def and_cond(a: Cond | None, b: Cond | None) -> Cond | None:

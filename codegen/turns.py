@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.islast import condition_of
-from codegen.peir import BoolOp, Cmp, Cond, IBin, IConst, IExpr, ISel, IVar
-from mapping import poly
-from mapping.flows import Exchange, Region
+from dtg.codegen.islast import condition_of
+from dtg.codegen.peir import BoolOp, Cmp, Cond, IBin, IConst, IExpr, ISel, IVar
+from dtg.mapping import poly
+from dtg.mapping.flows import Exchange, Region
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lair.diagnostics import SourceLoc
+from dtg.lair.diagnostics import SourceLoc
 
 NOWHERE = SourceLoc("<generated>", 0, 0)
 

@@ -12,9 +12,9 @@ from typing import Literal, cast
 
 import networkx as nx
 
-from lair import ast
-from lair.diagnostics import LairSemanticError, LimitError, SourceLoc
-from lair.graph import (
+from dtg.lair import ast
+from dtg.lair.diagnostics import LairSemanticError, LimitError, SourceLoc
+from dtg.lair.graph import (
     DTYPES,
     AffineExpr,
     Binary,
@@ -28,9 +28,9 @@ from lair.graph import (
     Unary,
     Value,
 )
-from lair.limits import MAX_INT, MAX_RANK, MAX_SIZE
-from lair.printer import format_expr
-from lair.specialize import eval_constant
+from dtg.lair.limits import MAX_INT, MAX_RANK, MAX_SIZE
+from dtg.lair.printer import format_expr
+from dtg.lair.specialize import eval_constant
 
 RESERVED = re.compile(r"^(PE|PE_X|PE_Y|index(_[0-9]+)?)$")
 

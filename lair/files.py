@@ -17,13 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from lair.diagnostics import InputError
-
-FILE_MODE = 0o644
-"""Mode of every file written (temporary files start as 0600)."""
+from dtg.lair.diagnostics import InputError
 
 
-def check_writable_target(path: str | Path, what: str) -> Path:
+def file_mode() -> int:
+    """The mode a new file gets under the user's umask (temporary files start as 0600,
+    so the mode is set explicitly)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def check_writable_target(path: str | os.PathLike[str], what: str) -> Path:
     """``path`` as a Path, or an error if writing ``what`` there would replace something
     other than a regular file (a symlink, a directory, a device)."""
     path = Path(path)
@@ -44,7 +49,8 @@ def check_writable_target(path: str | Path, what: str) -> Path:
     return path
 
 
-def write_atomically(path: str | Path, content: str | bytes | Callable[[IO[bytes]], None],
+def write_atomically(path: str | os.PathLike[str],
+                     content: str | bytes | Callable[[IO[bytes]], None],
                      what: str = "the file") -> None:
     """Write ``content`` (text, bytes, or a function writing to a binary handle) to
     ``path`` via a temporary file in the same directory and :func:`os.replace`."""
@@ -62,7 +68,7 @@ def write_atomically(path: str | Path, content: str | bytes | Callable[[IO[bytes
                 handle.write(content)
             else:
                 content(handle)
-        os.chmod(tmp, FILE_MODE)
+        os.chmod(tmp, file_mode())
         check_writable_target(path, what)  # it may have become a symlink meanwhile
         os.replace(tmp, path)
     except OSError as exc:

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lair import ast
-from lair.check import analyze
-from lair.graph import Graph
-from lair.lower import PolyModel, lower
-from lair.parser import parse, parse_file
-from lair.specialize import Binding, specialize
+from dtg.lair import ast
+from dtg.lair.check import analyze
+from dtg.lair.graph import Graph
+from dtg.lair.lower import PolyModel, lower
+from dtg.lair.parser import parse, parse_file
+from dtg.lair.specialize import Binding, specialize
 
 
 @dataclass(frozen=True)
@@ -24,16 +24,17 @@ class Program:
     model: PolyModel
 
 
-def _finish(source: ast.Module, params: Mapping[str, Binding] | None) -> Program:
+def from_source(source: ast.Module, params: Mapping[str, Binding] | None = None) -> Program:
+    """A parsed program, specialized, checked and lowered."""
     specialized = specialize(source, params)
     graph = analyze(specialized)
     return Program(source, specialized, graph, lower(graph))
 
 
 def load_program(path: str | Path, params: Mapping[str, Binding] | None = None) -> Program:
-    return _finish(parse_file(path), params)
+    return from_source(parse_file(path), params)
 
 
 def program_from_text(text: str, params: Mapping[str, Binding] | None = None,
                       file: str = "<string>") -> Program:
-    return _finish(parse(text, file), params)
+    return from_source(parse(text, file), params)

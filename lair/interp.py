@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from lair.diagnostics import DtgError
-from lair.graph import Binary, Const, Graph, Read, Stmt, Unary, Value
+from dtg.lair.diagnostics import DtgError
+from dtg.lair.graph import Binary, Const, Graph, Read, Stmt, Unary, Value
 
 CHUNK = 1 << 18  # instances evaluated per vectorized step; bounds memory on big domains
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from lair.diagnostics import LairSemanticError
-from lair.graph import AffineExpr, Graph, Stmt, TensorAccess
+from dtg.lair.diagnostics import LairSemanticError
+from dtg.lair.graph import AffineExpr, Graph, Stmt, TensorAccess
 
 CTX = isl.DEFAULT_CONTEXT
 

@@ -17,10 +17,10 @@ from lark.exceptions import (
     VisitError,
 )
 
-from lair import ast
-from lair.diagnostics import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
-from lair.files import stat_input
-from lair.limits import (
+from dtg.lair import ast
+from dtg.lair.diagnostics import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
+from dtg.lair.files import stat_input
+from dtg.lair.limits import (
     MAX_INPUT_BYTES,
     MAX_INT,
     MAX_NESTING,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lair import ast
+from dtg.lair import ast
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2}
 

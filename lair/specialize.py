@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from lair import ast
-from lair.diagnostics import LimitError, SourceLoc, SpecializationError
-from lair.graph import DTYPES
-from lair.limits import MAX_INT, abbreviate, literal_value, number_text
+from dtg.lair import ast
+from dtg.lair.diagnostics import LimitError, SourceLoc, SpecializationError
+from dtg.lair.graph import DTYPES
+from dtg.lair.limits import MAX_INT, abbreviate, literal_value, number_text
 
 Binding = int | str
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import islpy as isl
 
-from lair.lower import PolyModel
-from mapping import poly
-from mapping.flows import (
+from dtg.lair.lower import PolyModel
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     Colors,
     Exchange,
     Region,
     ResidentReduction,
     exchange_axis,
 )
-from mapping.reductions import combine_partials
-from mapping.validate import Mapping
+from dtg.mapping.reductions import combine_partials
+from dtg.mapping.validate import Mapping
 
 
 def plan_exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.Map],

@@ -10,10 +10,10 @@ from typing import Literal
 import islpy as isl
 import networkx as nx
 
-from lair.diagnostics import UnsupportedMappingError
-from lair.lower import CTX, PolyModel
-from mapping import poly
-from mapping.mesh import (
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.lair.lower import CTX, PolyModel
+from dtg.mapping import poly
+from dtg.mapping.mesh import (
     VERTICAL,
     Side,
     pe_box,
@@ -22,7 +22,7 @@ from mapping.mesh import (
     same_line,
     translate,
 )
-from mapping.validate import Mapping
+from dtg.mapping.validate import Mapping
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from math import prod
 
 import islpy as isl
 
-from lair.diagnostics import UnsupportedMappingError
-from lair.lower import CTX, PolyModel
-from mapping import poly
-from mapping.flows import (
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.lair.lower import CTX, PolyModel
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     Adapter,
     Colors,
     InputFlow,
@@ -26,7 +26,7 @@ from mapping.flows import (
     to_line_position,
     unsupported,
 )
-from mapping.mesh import (
+from dtg.mapping.mesh import (
     SIDE_NAMES,
     VERTICAL,
     Side,
@@ -39,8 +39,8 @@ from mapping.mesh import (
     translate,
     witness,
 )
-from mapping.multicast import plan_multicast
-from mapping.validate import PE, Mapping, Stream, border_ring
+from dtg.mapping.multicast import plan_multicast
+from dtg.mapping.validate import PE, Mapping, Stream, border_ring
 
 
 @dataclass(frozen=True)

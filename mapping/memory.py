@@ -13,10 +13,10 @@ from math import prod
 
 import islpy as isl
 
-from codegen.peir import LOCAL_MEMORY_BYTES
-from lair.diagnostics import UnsupportedMappingError
-from mapping import poly
-from mapping.flows import TaskGraph
+from dtg.codegen.peir import LOCAL_MEMORY_BYTES
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.mapping import poly
+from dtg.mapping.flows import TaskGraph
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Literal
 
 import islpy as isl
 
-from lair.lower import CTX, least_point, point_coordinates
-from mapping.validate import PE
+from dtg.lair.lower import CTX, least_point, point_coordinates
+from dtg.mapping.validate import PE
 
 Side = Literal["N", "S", "W", "E"]
 VERTICAL = ("N", "S")

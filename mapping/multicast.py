@@ -20,8 +20,8 @@ from typing import Literal
 import islpy as isl
 import networkx as nx
 
-from mapping import poly
-from mapping.mesh import Side, inward, linear_map, pe_map_space, pe_space, point, translate
+from dtg.mapping import poly
+from dtg.mapping.mesh import Side, inward, linear_map, pe_map_space, pe_space, point, translate
 
 First = Literal["row", "column"]
 Row = dict[tuple[str, int] | int, int]  # a constraint for mesh.linear_map

@@ -3,9 +3,9 @@ reduction chain of the line (paper eq. (6))."""
 
 from __future__ import annotations
 
-from lair.lower import PolyModel
-from mapping.exchanges import share
-from mapping.flows import (
+from dtg.lair.lower import PolyModel
+from dtg.mapping.exchanges import share
+from dtg.mapping.flows import (
     Colors,
     Exchange,
     OutputFlow,
@@ -16,15 +16,15 @@ from mapping.flows import (
     shift_relation,
     to_line_position,
 )
-from mapping.inputs import entry_coordinate
-from mapping.mesh import (
+from dtg.mapping.inputs import entry_coordinate
+from dtg.mapping.mesh import (
     Side,
     inward,
     same_line,
     translate,
 )
-from mapping.reductions import combine_partials
-from mapping.validate import Mapping, Stream
+from dtg.mapping.reductions import combine_partials
+from dtg.mapping.validate import Mapping, Stream
 
 
 def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,

@@ -30,8 +30,8 @@ from typing import Protocol, Self, TypeVar
 
 import islpy as isl
 
-from lair.diagnostics import CodegenError
-from mapping.hnf import column_hnf, inverse_unimodular, row_echelon, solve_lower_triangular
+from dtg.lair.diagnostics import CodegenError
+from dtg.mapping.hnf import column_hnf, inverse_unimodular, row_echelon, solve_lower_triangular
 
 __all__ = [
     "INDEX",

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import islpy as isl
 
-from lair.lower import CTX, PolyModel
-from mapping import poly
-from mapping.flows import (
+from dtg.lair.lower import CTX, PolyModel
+from dtg.mapping import poly
+from dtg.mapping.flows import (
     Colors,
     Exchange,
     Region,
@@ -17,13 +17,13 @@ from mapping.flows import (
     accessing_pes,
     exchange_axis,
 )
-from mapping.mesh import (
+from dtg.mapping.mesh import (
     Side,
     pe_map_space,
     pe_space,
     same_line,
 )
-from mapping.validate import Mapping
+from dtg.mapping.validate import Mapping
 
 
 def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute: Region,

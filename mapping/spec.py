@@ -8,22 +8,30 @@ PEs, and for each input and output tensor how it enters or leaves the rectangle:
     input  x sparse { x[i = 0:15] -> [PE[0, -1] -> index[i]] }
     input  W resident
     output y dense  { y[i = 0:31] -> [PE[4, 1 + i//8] -> index[i mod 8]] }
+
+A mapping may name the program's size parameters and declare its own with defaults
+(``let TI = 8, TJ = 4``); :func:`bind_mapping` puts their values into the isl text, so
+``placement { ff[i, j] -> PE[j//TJ, i//TI] }`` becomes affine once they are known. A
+bound name stands for its value wherever it appears in the isl text except as a tuple
+name, so it must not also be used as a variable.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 
-from lair.ast import NOWHERE
-from lair.diagnostics import DtgError, LimitError, MappingError, SourceLoc
-from lair.limits import MAX_INPUT_BYTES, isl_text_problem, offset_loc
-from lair.parser import read_source, syntax_error
+from dtg.lair.ast import NOWHERE
+from dtg.lair.diagnostics import DtgError, LimitError, MappingError, SourceLoc
+from dtg.lair.limits import MAX_INPUT_BYTES, isl_text_problem, offset_loc
+from dtg.lair.parser import read_source, syntax_error
 
 Kind = Literal["sparse", "dense", "resident"]
 Direction = Literal["input", "output"]
@@ -32,7 +40,8 @@ TERMINALS = {
     "DIRECTION": "'input' or 'output'",
     "KIND": "'sparse', 'dense' or 'resident'",
     "ISL": "isl text in braces",
-    "NAME": "a tensor name",
+    "NAME": "a tensor or parameter name",
+    "INT": "an integer",
     "$END": "end of file",
 }
 
@@ -55,11 +64,21 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class MapParam:
+    """A parameter the mapping declares, with its default value."""
+
+    name: str
+    default: int
+    loc: SourceLoc = field(default=NOWHERE, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class MappingSpec:
     rectangle: IslText
     placement: IslText
     tensors: tuple[TensorSpec, ...]
     file: str = field(default="<string>", compare=False)
+    params: tuple[MapParam, ...] = ()
 
     def spec(self, tensor: str) -> TensorSpec | None:
         for s in self.tensors:
@@ -69,7 +88,9 @@ class MappingSpec:
 
 
 def format_spec(spec: MappingSpec) -> str:
-    lines = [f"rectangle {spec.rectangle.text}", f"placement {spec.placement.text}"]
+    lets = ", ".join(f"{p.name} = {p.default}" for p in spec.params)
+    lines = [f"let {lets}"] if lets else []
+    lines += [f"rectangle {spec.rectangle.text}", f"placement {spec.placement.text}"]
     for t in spec.tensors:
         rel = f" {t.relation.text}" if t.relation else ""
         lines.append(f"{t.direction} {t.tensor} {t.kind}{rel}")
@@ -94,6 +115,10 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
+        if isinstance(err, UnexpectedToken) and str(err.token) == "lair":
+            raise MappingError("this is a LAIR program, not a mapping spec; give it as the "
+                               "program and its mapping with -m FILE.map",
+                               SourceLoc(file, err.line, err.column)) from None
         raise syntax_error(err, text, file, "mapping spec", _parser(), TERMINALS) from None
     try:
         entries = _ToSpec(file).transform(tree)
@@ -104,8 +129,15 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
     rectangle: IslText | None = None
     placement: IslText | None = None
     tensors: dict[str, TensorSpec] = {}
+    params: dict[str, MapParam] = {}
     for kind, value in entries:
-        if kind == "rectangle":
+        if kind == "let":
+            for param in value:
+                if param.name in params:
+                    raise MappingError(f"parameter '{param.name}' is declared twice (first at "
+                                       f"{params[param.name].loc})", param.loc)
+                params[param.name] = param
+        elif kind == "rectangle":
             if rectangle is not None:
                 raise MappingError(f"second 'rectangle' entry (first at {rectangle.loc})",
                                    value.loc)
@@ -135,7 +167,47 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
     if placement is None:
         raise MappingError("no 'placement' entry; expected e.g. "
                            "'placement { S[i, j] -> PE[j, i] }'", end)
-    return MappingSpec(rectangle, placement, tuple(tensors.values()), file)
+    return MappingSpec(rectangle, placement, tuple(tensors.values()), file,
+                       tuple(params.values()))
+
+
+NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+
+
+def _substitute(text: IslText, values: Mapping[str, int]) -> IslText:
+    """``text`` with every bound name that is not a tuple name replaced by its value
+    (padded to the name's width where the value is shorter, so that error columns
+    still point at what was written)."""
+    parts: list[str] = []
+    last = 0
+    for m in NAME_TOKEN.finditer(text.text):
+        name = m.group()
+        value = values.get(name)
+        rest = text.text[m.end():].lstrip()
+        if value is None or rest.startswith("["):
+            continue
+        before = text.text[m.start() - 1] if m.start() else " "
+        if before.isalnum() or before == "_":
+            continue
+        shown = str(value) if value >= 0 else f"({value})"
+        parts += [text.text[last:m.start()], shown.ljust(len(name))]
+        last = m.end()
+    if not parts:
+        return text
+    return IslText("".join(parts) + text.text[last:], text.loc)
+
+
+def bind_mapping(spec: MappingSpec, values: Mapping[str, int]) -> MappingSpec:
+    """The spec with the program's sizes and the mapping's own parameters (their
+    defaults, overridden by ``values``) written into its isl text."""
+    env = {p.name: p.default for p in spec.params}
+    env.update(values)
+    if not env:
+        return spec
+    tensors = tuple(replace(t, relation=None if t.relation is None
+                            else _substitute(t.relation, env)) for t in spec.tensors)
+    return replace(spec, rectangle=_substitute(spec.rectangle, env),
+                   placement=_substitute(spec.placement, env), tensors=tensors)
 
 
 @v_args(meta=True)
@@ -153,6 +225,14 @@ class _ToSpec(Transformer[Token, Any]):
 
     def start(self, meta: Any, entries: list[Any]) -> list[Any]:
         return entries
+
+    def let(self, meta: Any, children: list[MapParam]) -> tuple[str, list[MapParam]]:
+        return ("let", children)
+
+    def binding(self, meta: Any, children: list[Token]) -> MapParam:
+        name, value = children
+        return MapParam(str(name), int(value),
+                        SourceLoc(self.file, name.line or 1, name.column or 1))
 
     def rectangle(self, meta: Any, children: list[Token]) -> tuple[str, IslText]:
         return ("rectangle", self._isl(children[0]))

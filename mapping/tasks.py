@@ -18,12 +18,12 @@ from __future__ import annotations
 import islpy as isl
 import networkx as nx
 
-from lair.diagnostics import UnsupportedMappingError
-from lair.graph import Stmt, vanishes_with
-from lair.lower import PolyModel
-from mapping import poly
-from mapping.exchanges import plan_exchanges
-from mapping.flows import (
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.lair.graph import Stmt, vanishes_with
+from dtg.lair.lower import PolyModel
+from dtg.mapping import poly
+from dtg.mapping.exchanges import plan_exchanges
+from dtg.mapping.flows import (
     Adapter,
     Colors,
     Exchange,
@@ -34,16 +34,16 @@ from mapping.flows import (
     Task,
     TaskGraph,
 )
-from mapping.inputs import plan_inputs, require_entry, side_of
-from mapping.mesh import (
+from dtg.mapping.inputs import plan_inputs, require_entry, side_of
+from dtg.mapping.mesh import (
     FLOW_PORT,
     SIDE_NAMES,
     fmt,
     witness,
 )
-from mapping.outputs import output_flow
-from mapping.reductions import resident_reduction
-from mapping.validate import Mapping
+from dtg.mapping.outputs import output_flow
+from dtg.mapping.reductions import resident_reduction
+from dtg.mapping.validate import Mapping
 
 __all__ = ["Adapter", "Exchange", "InputFlow", "OutputFlow", "Region", "ResidentReduction",
            "Task", "TaskGraph", "build_task_graph"]

@@ -12,8 +12,8 @@ from typing import Literal
 
 import islpy as isl
 
-from lair.diagnostics import LimitError, MappingError, SourceLoc
-from lair.limits import (
+from dtg.lair.diagnostics import LimitError, MappingError, SourceLoc
+from dtg.lair.limits import (
     MAX_COORD,
     MAX_PES,
     MAX_RANK,
@@ -21,8 +21,8 @@ from lair.limits import (
     number_text,
     offset_loc,
 )
-from lair.lower import CTX, PolyModel, box_set, least_point, named_set_space, point_coordinates
-from mapping.spec import Direction, IslText, MappingSpec, TensorSpec
+from dtg.lair.lower import CTX, PolyModel, box_set, least_point, named_set_space, point_coordinates
+from dtg.mapping.spec import Direction, IslText, MappingSpec, TensorSpec
 
 PE = "PE"
 INDEX = "index"

@@ -3,7 +3,7 @@
     pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd] [--arrival A]
           [--inputs IN.npz] [--outputs OUT.npz] [--seed N]
           [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
-          [--max-seconds S] [--quiet]
+          [--trace TRACE.json] [--heatmap PICTURE.png] [-I DIR] [--max-seconds S] [--quiet]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
 error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch);
@@ -24,15 +24,16 @@ from typing import IO
 import numpy as np
 from rich.console import Console
 
-from lair.cli import ArgumentParser, UsageError, run_guarded
-from lair.diagnostics import DtgError, Interrupted, SimulationError
-from lair.files import check_writable_target, write_atomically
-from lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
-from lair.specialize import parse_param
-from pesim.fabric import add_fabric_arguments, chosen_fabric
-from pesim.progress import ProgressBar, Watcher
-from pesim.report import build_report, failure_report, print_summary, write_report
-from pesim.run import RunOutcome, run_file, run_program
+from dtg.lair.cli import ArgumentParser, UsageError, report_header, run_guarded
+from dtg.lair.diagnostics import DtgError, Interrupted, SimulationError
+from dtg.lair.files import check_writable_target, write_atomically
+from dtg.lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
+from dtg.lair.specialize import parse_param
+from dtg.pesim.fabric import add_fabric_arguments, chosen_fabric
+from dtg.pesim.heatmap import draw_heatmap
+from dtg.pesim.progress import ProgressBar, Watcher
+from dtg.pesim.report import build_report, failure_report, print_summary, write_report
+from dtg.pesim.run import RunOutcome, run_file, run_program
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with PROG.lair: take input streams in batches where predicted "
                              "cheaper (batched, the default) or one task per wavelet "
                              "(per-wavelet, as in the paper)")
+    parser.add_argument("-I", "--reference-dir", action="append", default=[], metavar="DIR",
+                        help="with MODULE.pe: look for its reference program in DIR too, when "
+                             "it is not where the module says (the module was moved); "
+                             "repeatable, searched before $DTG_PATH")
     parser.add_argument("--inputs", metavar="IN.npz",
                         help="input tensors by name (default: random integers from --seed)")
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
@@ -61,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", metavar="FILE.json",
                         help="write the JSON report (cycles, the mapping's bound, per-PE "
                              "statistics with a per-task profile, per-link statistics)")
+    parser.add_argument("--trace", metavar="TRACE.json",
+                        help="write every PE's timeline (tasks, SIMD runs, waits, stalls) and "
+                             "the wavelet hops per cycle as a Chrome/Perfetto trace")
+    parser.add_argument("--heatmap", metavar="PICTURE.png",
+                        help="draw busy cycles per PE and wavelets per link over the mesh")
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
                         help="stop a simulation that runs longer than S seconds of wall time "
                              "(default %(default)g)")
@@ -120,11 +130,12 @@ def simulate_args(args: argparse.Namespace, watch: Watcher | None = None) -> Run
                            simd=not args.no_simd, arrival=args.arrival or "batched",
                            inputs_path=args.inputs,
                            seed=args.seed or 0, config=config, max_seconds=args.max_seconds,
-                           watch=watch)
+                           watch=watch, trace=bool(args.trace))
     if args.mapping or args.param or args.no_simd or args.arrival:
         raise UsageError("-m, --param, --no-simd and --arrival apply to a .lair program only")
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
-                    max_seconds=args.max_seconds, watch=watch)
+                    max_seconds=args.max_seconds, watch=watch, search=args.reference_dir,
+                    trace=bool(args.trace))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,9 +146,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "random inputs")
         if args.report:
             check_writable_target(args.report, "the report")
-        if args.outputs:
-            check_writable_target(args.outputs, "the outputs")
+        for path, what in ((args.outputs, "the outputs"), (args.trace, "the trace"),
+                           (args.heatmap, "the heatmap")):
+            if path:
+                check_writable_target(path, what)
         show = not args.quiet and sys.stderr.isatty()
+        lair = Path(args.module).suffix == ".lair"
+        header = report_header(
+            "pesim", params=dict(parse_param(p) for p in args.param),
+            seed=None if args.inputs else (args.seed or 0), inputs=args.inputs,
+            fabric_preset=args.fabric, fabric_config=args.config,
+            mapping=(args.mapping or str(Path(args.module).with_suffix(".map"))) if lair
+            else None)
         try:
             with ProgressBar() as bar:
                 outcome = simulate_args(args, bar.update if show else None)
@@ -149,17 +169,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "interrupted by Ctrl-C before the simulation ended"
                         if isinstance(exc, KeyboardInterrupt) else internal_error_text(exc))
                 try:
-                    write_report(args.report, failure_report(args.module, text))
+                    write_report(args.report, failure_report(args.module, text, header))
                 except DtgError as failed:
                     if isinstance(exc, DtgError):
                         exc.notes = (*exc.notes, f"the report was not written: {failed.message}")
             raise
-        report = build_report(outcome)
+        report = build_report(outcome, header)
         if args.report:
             write_report(args.report, report)
         if args.outputs and outcome.result.complete:
             write_outputs(args.outputs, outcome.result.outputs)
-        print_summary(report, Console(file=sys.stdout, width=100))
+        if args.trace and outcome.result.trace is not None:
+            write_atomically(args.trace, outcome.result.trace.json(outcome.result.module,
+                                                                   outcome.result.cycles),
+                             "the trace")
+        if args.heatmap:
+            draw_heatmap(outcome.result, args.heatmap)
+        print_summary(report, Console(file=sys.stdout))
         if not outcome.result.complete:
             written = " (the report is partial)" if args.report else ""
             raise Interrupted(f"stopped by Ctrl-C at cycle {outcome.result.end}; outputs "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     Array,
     FBin,
@@ -41,12 +41,12 @@ from codegen.peir import (
     Store,
     Task,
 )
-from lair.diagnostics import SimulationError
-from pesim.expr import compile_cond, compile_iexpr, cond_ops, iexpr_ops
-from pesim.fabric import FabricConfig
+from dtg.lair.diagnostics import SimulationError
+from dtg.pesim.expr import compile_cond, compile_iexpr, cond_ops, iexpr_ops
+from dtg.pesim.fabric import FabricConfig
 
 if TYPE_CHECKING:
-    from pesim.core import Core
+    from dtg.pesim.core import Core
 
 Gen = Generator[Any, Any, Any]
 Plain = Callable[["Core"], None]

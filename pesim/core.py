@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from codegen.peir import Task
-from lair.diagnostics import SimulationError
-from pesim.clock import Wake
-from pesim.code import END, CycleLimitError, ProgramCode, SimdInfo
-from pesim.routers import Buffer, Fabric, Gen, Pe, Wavelet
-from pesim.simd_unit import run_simd, run_simd_fabric
-from pesim.verify import pe_name
+from dtg.codegen.peir import Task
+from dtg.lair.diagnostics import SimulationError
+from dtg.pesim.clock import Wake
+from dtg.pesim.code import END, CycleLimitError, ProgramCode, SimdInfo
+from dtg.pesim.routers import Buffer, Fabric, Gen, Pe, Wavelet
+from dtg.pesim.simd_unit import run_simd, run_simd_fabric
+from dtg.pesim.verify import pe_name
 
 NO_COLORS: frozenset[int] = frozenset()
 
@@ -32,8 +32,8 @@ class Core:
                  "configured", "end", "end_waiting", "env", "fabric", "fifo", "fifo_waiters",
                  "fill", "flat", "flops", "idle", "limit", "pe", "per_task", "scalar", "sent",
                  "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
-                 "start", "task", "tasks_run", "timer", "triggers", "value", "wait",
-                 "waiting", "windows_opened")
+                 "start", "task", "tasks_run", "timer", "trace", "triggers", "value",
+                 "wait", "waiting", "windows_opened")
 
     def __init__(self, fabric: Fabric, pe: Pe, code: ProgramCode, env: dict[str, int],
                  arrays: dict[str, np.ndarray]):
@@ -74,6 +74,7 @@ class Core:
         self.simd_flops = 0
         self.sent = self.stall = self.wait = self.tasks_run = 0
         self.per_task: dict[str, list[int]] = {}  # task -> [runs, busy cycles]
+        self.trace = fabric.trace  # (None unless the run is traced)
 
     # ------------------------------------------------------------------ helpers
 
@@ -129,6 +130,8 @@ class Core:
             if code.main is not None:
                 yield from self.execute(code.main)
                 self.per_task["main"] = [1, self.busy]
+                if self.trace is not None:
+                    self.trace.span(self.pe, "main", "task", 0, self.clock)
             yield from self.sync()
             self.end = self.now()
         tasks, sim, timer = code.tasks, self.sim, self.timer
@@ -146,6 +149,7 @@ class Core:
                 self.start = self.clock
             self.task = name
             busy_before = self.busy
+            began = self.clock
             if task.batch is not None:
                 assert color is not None
                 if task.sparse:
@@ -186,6 +190,9 @@ class Core:
             profile = self.per_task.setdefault(name, [0, 0])
             profile[0] += 1
             profile[1] += self.busy - busy_before
+            if self.trace is not None:
+                self.trace.span(self.pe, name, "task", began, self.clock,
+                                {"color": color} if color is not None else None)
             self.check_limit()
             delay = self.clock - int(sim._now)
             if delay > 0:
@@ -343,6 +350,8 @@ class Core:
                 yield ev
             self.waiting = None
             self.stall += self.now() - t0
+            if self.trace is not None:
+                self.trace.span(self.pe, f"stall color {buf.color}", "stall", t0, self.now())
         buf.q.append((self.now(), w))
         self.sent += 1
         if len(buf.q) == 1 and not buf.scheduled:
@@ -366,6 +375,8 @@ class Core:
             yield ev
         self.waiting = None
         self.wait += self.now() - t0
+        if self.trace is not None:
+            self.trace.span(self.pe, f"wait color {color}", "wait", t0, self.now())
 
     def recv(self, color: int) -> Gen:
         yield from self.sync()

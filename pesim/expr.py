@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator, Mapping
 
-from codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, ISel, IVar, Not
+from dtg.codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, ISel, IVar, Not
 
 Env = dict[str, int]
 IntFn = Callable[[Env], int]

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lair.diagnostics import LimitError, SimulationError, SourceLoc
-from lair.limits import (
+from dtg.lair.diagnostics import LimitError, SimulationError, SourceLoc
+from dtg.lair.limits import (
     MAX_BUFFER_WAVELETS,
     MAX_CLOCK_MHZ,
     MAX_COLORS,
@@ -30,7 +30,7 @@ from lair.limits import (
     abbreviate,
     offset_loc,
 )
-from lair.parser import read_source
+from dtg.lair.parser import read_source
 
 
 class ConfigError(SimulationError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import islpy as isl
 
-from lair.diagnostics import SimulationError, SourceLoc
-from lair.lower import least_point
+from dtg.lair.diagnostics import SimulationError, SourceLoc
+from dtg.lair.lower import least_point
 
 PARAMS = ("PE_X", "PE_Y")
 CTX = isl.DEFAULT_CONTEXT

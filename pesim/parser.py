@@ -17,7 +17,7 @@ from typing import Any
 from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     MAX_SIMD_DIMS,
     Activate,
     Array,
@@ -57,8 +57,8 @@ from codegen.peir import (
     Task,
     TaskKind,
 )
-from lair.diagnostics import DtgError, LimitError, SimulationError, SourceLoc
-from lair.limits import (
+from dtg.lair.diagnostics import DtgError, LimitError, SimulationError, SourceLoc
+from dtg.lair.limits import (
     MAX_INPUT_BYTES,
     MAX_PE_BLOCKS,
     MAX_PE_NESTING,
@@ -68,7 +68,7 @@ from lair.limits import (
     too_deep,
     tree_loc,
 )
-from lair.parser import int_literal, read_source, syntax_error
+from dtg.lair.parser import int_literal, read_source, syntax_error
 
 Locations = dict[tuple[str, ...], SourceLoc]
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from lair.files import write_atomically
-from pesim.run import RunOutcome
-from pesim.sim import PeStats
+from dtg.codegen.peir import PeModule
+from dtg.lair.files import write_atomically
+from dtg.pesim.run import RunOutcome
+from dtg.pesim.sim import PeStats
 
 PE_FIELDS = ("busy", "simd_ops", "simd_instructions", "simd_flops", "scalar_ops",
              "scalar_flops", "wavelets_sent", "stall_cycles", "wait_cycles", "tasks_run")
@@ -21,17 +23,26 @@ def pe_key(pe: tuple[int, int]) -> str:
     return f"{pe[0]},{pe[1]}"
 
 
-def pe_entry(stats: PeStats) -> dict[str, Any]:
-    entry: dict[str, Any] = {"program": stats.program}
+def memory_bytes(module: PeModule) -> dict[str, int]:
+    """Bytes of local arrays of each program (what one of its PEs allocates)."""
+    size = {"float16": 2, "float32": 4}
+    return {p.name: sum(size[a.dtype] * math.prod(a.shape) for a in p.arrays)
+            for p in module.programs}
+
+
+def pe_entry(stats: PeStats, memory: int = 0) -> dict[str, Any]:
+    entry: dict[str, Any] = {"program": stats.program, "memory_bytes": memory}
     entry.update({name: getattr(stats, name) for name in PE_FIELDS})
     entry["tasks"] = {name: {"runs": runs, "busy": busy}
                       for name, (runs, busy) in sorted(stats.tasks.items())}
     return entry
 
 
-def build_report(outcome: RunOutcome) -> dict[str, Any]:
-    """Everything measured in one run, as plain JSON types."""
+def build_report(outcome: RunOutcome, header: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything measured in one run, as plain JSON types, after ``header`` (how the
+    run was asked for, :func:`lair.cli.report_header`)."""
     r = outcome.result
+    memory = memory_bytes(outcome.module)
     c = outcome.comparison
     cycles = r.cycles
     totals = {name: sum(getattr(s, name) for s in r.pes.values()) for name in PE_FIELDS}
@@ -43,6 +54,8 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         for (a, b), n in sorted(r.links.items())
     }
     return {
+        **(header or {}),
+        "failed": not c.verified,
         "module": r.module,
         "module_file": str(outcome.module_path) if outcome.module_path else None,
         "reference": str(outcome.reference_path) if outcome.reference_path else None,
@@ -64,7 +77,9 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
         "wall_seconds": r.wall_seconds,
         "pe_count": len(r.pes),
         "totals": totals,
-        "pes": {pe_key(pe): pe_entry(s) for pe, s in sorted(r.pes.items())},
+        "memory_bytes_per_pe": max(memory.values(), default=0),
+        "pes": {pe_key(pe): pe_entry(s, memory.get(s.program, 0))
+                for pe, s in sorted(r.pes.items())},
         "links": links,
         "fabric": r.config.as_dict(),
         # the mapping's lower bound (docs/pecode.md), when the run compiled the program
@@ -74,11 +89,13 @@ def build_report(outcome: RunOutcome) -> dict[str, Any]:
     }
 
 
-def failure_report(module: str | Path, error: str) -> dict[str, Any]:
-    """The report of a run that ended in an error: unverified, with the error's text (so
+def failure_report(module: str | Path, error: str, header: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The report of a run that ended in an error: failed, with the error's text (so
     that no earlier report of the same file can be taken for this run's)."""
-    return {"module": None, "module_file": str(module), "verified": False, "exact": None,
-            "comparison": None, "mismatch": None, "error": error}
+    return {**(header or {}), "failed": True, "module": None, "module_file": str(module),
+            "verified": False, "exact": None, "comparison": None, "mismatch": None,
+            "error": error}
 
 
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
@@ -87,7 +104,7 @@ def write_report(path: str | Path, report: dict[str, Any]) -> None:
 
 def print_summary(report: dict[str, Any], console: Console | None = None) -> None:
     """A few lines: verdict, cycles, where the time went."""
-    console = console or Console(width=100)
+    console = console or Console()
     table = Table(title=f"pesim: {report['module']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")

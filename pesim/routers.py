@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from lair.diagnostics import SimulationError
-from pesim.clock import Clock
-from pesim.code import END
-from pesim.fabric import FabricConfig
-from pesim.verify import pe_name
+from dtg.lair.diagnostics import SimulationError
+from dtg.pesim.clock import Clock
+from dtg.pesim.code import END
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.trace import Trace
+from dtg.pesim.verify import pe_name
 
 if TYPE_CHECKING:
-    from pesim.core import Core
+    from dtg.pesim.core import Core
 
 Gen = Generator[Any, Any, Any]
 Pe = tuple[int, int]
@@ -199,6 +200,7 @@ class Fabric:
         self.cores: dict[Pe, Core] = {}
         self.sinks: dict[tuple[Pe, int], Sink] = {}
         self.sources: list[Buffer] = []
+        self.trace: Trace | None = None  # set before the cores are made, to trace a run
 
     def now(self) -> int:
         return int(self.env._now)
@@ -258,6 +260,8 @@ class Fabric:
             self.schedule(buf, free - now)
             return
         del q[0]
+        if self.trace is not None:  # wavelets over links (not down a ramp into a core)
+            self.trace.hop(now, sum(1 for t in targets if type(t) is not ToCore))
         for t in targets:
             t.link.free = now + 1
             t.link.count += 1

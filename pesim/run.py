@@ -13,33 +13,34 @@ of its magnitude bound (sums that cancel lose precision relative to their terms)
 from __future__ import annotations
 
 import math
+import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from codegen.bound import Bound, mapping_bound
-from codegen.peir import PeModule
-from lair.diagnostics import InputError, LimitError, SimulationError
-from lair.files import check_input_file
-from lair.frontend import Program, load_program
-from lair.graph import Graph
-from lair.interp import (
+from dtg.codegen.bound import Bound, mapping_bound
+from dtg.codegen.peir import PeModule
+from dtg.lair.diagnostics import InputError, LimitError, SimulationError
+from dtg.lair.files import check_input_file
+from dtg.lair.frontend import Program, load_program
+from dtg.lair.graph import Graph
+from dtg.lair.interp import (
     EXACT_STEPS,
     SMALLEST_NORMAL,
     check_inputs,
     magnitude_bounds,
     random_inputs,
 )
-from lair.interp import run as reference_run
-from lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
-from pesim.fabric import FabricConfig
-from pesim.parser import parse_module_file, parse_module_text
-from pesim.progress import Watcher
-from pesim.sim import SimResult, TensorInfo, check_budget, simulate
-from pesim.verify import verify_module
+from dtg.lair.interp import run as reference_run
+from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.parser import parse_module_file, parse_module_text
+from dtg.pesim.progress import Watcher
+from dtg.pesim.sim import SimResult, TensorInfo, check_budget, simulate
+from dtg.pesim.verify import verify_module
 
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
 
@@ -92,6 +93,9 @@ def load_module(path: str | Path, config: FabricConfig | None = None) -> PeModul
     return module
 
 
+SEARCH_PATH_VARIABLE = "DTG_PATH"
+
+
 def reference_path(module: PeModule, module_path: Path) -> Path:
     if module.reference is None:
         raise SimulationError(f"{module_path}: module {module.name} has no 'reference' line; "
@@ -100,11 +104,36 @@ def reference_path(module: PeModule, module_path: Path) -> Path:
     return (module_path.parent / module.reference).resolve()
 
 
-def load_reference(module: PeModule, module_path: Path) -> tuple[Path, Program]:
+def search_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
+    """Where a module's reference program is looked for when it is not where the
+    module says (the module was moved): ``extra`` (``pesim -I DIR``), then the
+    directories of ``$DTG_PATH``."""
+    found = [Path(d) for d in extra]
+    found += [Path(d) for d in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep) if d]
+    return found
+
+
+def load_reference(module: PeModule, module_path: Path, search: Sequence[str | Path] = ()
+                   ) -> tuple[Path, Program]:
+    """The reference program: relative to the module as its ``reference`` line says,
+    else by that relative path or by its file name in each search directory."""
     path = reference_path(module, module_path)
+    tried = [path]
+    if not path.exists():
+        assert module.reference is not None
+        relative = Path(module.reference)
+        for directory in search_dirs(search):
+            for candidate in (directory / relative, directory / relative.name):
+                tried.append(candidate)
+                if candidate.exists():
+                    path = candidate.resolve()
+                    break
+            if path.exists():
+                break
     if not path.exists():
         raise InputError(f"{module_path}: the reference program {module.reference} does not "
-                         f"exist (looked for {path})")
+                         f"exist (looked for {', '.join(map(str, tried))}); name the "
+                         f"directory that holds it with -I DIR or ${SEARCH_PATH_VARIABLE}")
     return path, load_program(path, dict(module.params))
 
 
@@ -200,14 +229,14 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
                reference: Path | None = None, max_seconds: float = MAX_SECONDS,
-               watch: Watcher | None = None) -> RunOutcome:
+               watch: Watcher | None = None, trace: bool = False) -> RunOutcome:
     """Simulate a verified module on ``inputs`` and compare with the reference program
     (nothing is compared when the run was interrupted)."""
     graph = program.graph
     checked = check_inputs(graph, inputs)
     outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
     result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds,
-                      watch=watch)
+                      watch=watch, trace=trace)
     if not result.complete:
         stopped = Comparison(False, False, 0.0, None,
                              f"not compared: interrupted at cycle {result.end}")
@@ -221,25 +250,27 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
 
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
-             watch: Watcher | None = None) -> RunOutcome:
-    """Everything ``pesim MODULE.pe`` does before reporting."""
+             watch: Watcher | None = None, search: Sequence[str | Path] = (),
+             trace: bool = False) -> RunOutcome:
+    """Everything ``pesim MODULE.pe`` does before reporting (``search``: directories
+    to find a moved module's reference program in)."""
     module_path = find_module(path)
     module = load_module(module_path, config)
-    ref_path, program = load_reference(module, module_path)
+    ref_path, program = load_reference(module, module_path, search)
     inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
     return run_module(module, program, inputs, config=config, module_path=module_path,
-                      reference=ref_path, max_seconds=max_seconds, watch=watch)
+                      reference=ref_path, max_seconds=max_seconds, watch=watch, trace=trace)
 
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 arrival: str = "batched", inputs_path: str | Path | None = None, seed: int = 0,
                 config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
-                watch: Watcher | None = None) -> RunOutcome:
+                watch: Watcher | None = None, trace: bool = False) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
-    from codegen.driver import compile_file
-    from codegen.peprint import module as print_module
+    from dtg.codegen.driver import compile_file
+    from dtg.codegen.peprint import module as print_module
 
     compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival,
                             fabric=config)
@@ -251,7 +282,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     outcome = run_module(module, compiled.program, inputs, config=config,
                          reference=Path(path).resolve(), max_seconds=max_seconds,
-                         watch=watch)
+                         watch=watch, trace=trace)
     bound = mapping_bound(compiled.program.model, compiled.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
     return replace(outcome, bound=bound)

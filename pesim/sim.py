@@ -23,18 +23,18 @@ import islpy as isl
 import numpy as np
 import simpy
 
-from codegen.peir import Array, PeModule, PeProgram, StreamIO
-from lair.diagnostics import LimitError, SimulationError
-from lair.limits import MAX_SECONDS, MAX_SIM_BYTES, SIM_BYTES_PER_PE, SIM_BYTES_PER_ROUTE
-from mapping.poly import points
-from pesim.code import END, NUMPY, CycleLimitError, ProgramCode
-from pesim.core import Core
-from pesim.expr import compile_cond, compile_iexpr
-from pesim.fabric import FabricConfig
-from pesim.isltext import Halfspaces, box, check_array_set, check_stream, fix_pe, outside
-from pesim.parser import Locations
-from pesim.progress import Progress, Watcher
-from pesim.routers import (
+from dtg.codegen.peir import Array, PeModule, PeProgram, StreamIO
+from dtg.lair.diagnostics import LimitError, SimulationError
+from dtg.lair.limits import MAX_SECONDS, MAX_SIM_BYTES, SIM_BYTES_PER_PE, SIM_BYTES_PER_ROUTE
+from dtg.mapping.poly import points
+from dtg.pesim.code import END, NUMPY, CycleLimitError, ProgramCode
+from dtg.pesim.core import Core
+from dtg.pesim.expr import compile_cond, compile_iexpr
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.isltext import Halfspaces, box, check_array_set, check_stream, fix_pe, outside
+from dtg.pesim.parser import Locations
+from dtg.pesim.progress import Progress, Watcher
+from dtg.pesim.routers import (
     MAX_LISTED,
     Buffer,
     Deadline,
@@ -43,7 +43,8 @@ from pesim.routers import (
     Sink,
     TimeLimitError,
 )
-from pesim.verify import adjacent, pe_name, placed_pes, program_pes
+from dtg.pesim.trace import Trace
+from dtg.pesim.verify import adjacent, pe_name, placed_pes, program_pes
 
 
 class DeadlockError(SimulationError):
@@ -87,6 +88,7 @@ class SimResult:
     links: dict[tuple[Pe, Pe], int]  # wavelets per directed link (external PEs included)
     config: FabricConfig
     complete: bool = True  # False: interrupted (Ctrl-C) at ``end``; no outputs collected
+    trace: Trace | None = None  # what a traced run recorded (``simulate(trace=True)``)
 
     @property
     def cycles(self) -> int:
@@ -98,8 +100,10 @@ class SimResult:
 
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None,
-             max_seconds: float = MAX_SECONDS, watch: Watcher | None = None) -> SimResult:
-    """Run ``module`` on ``inputs``; return the outputs, cycles and statistics.
+             max_seconds: float = MAX_SECONDS, watch: Watcher | None = None,
+             trace: bool = False) -> SimResult:
+    """Run ``module`` on ``inputs``; return the outputs, cycles and statistics (and
+    with ``trace`` the timeline of every PE, :mod:`pesim.trace`).
 
     ``outputs`` gives the shape and type of every output tensor the module produces
     (by ``store`` or output streams). The module must have passed
@@ -110,7 +114,8 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     config = config or FabricConfig()
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
-        run = _Run(module, inputs, outputs, config, Deadline(max_seconds))
+        run = _Run(module, inputs, outputs, config, Deadline(max_seconds),
+                   Trace() if trace else None)
         events = run.run(watch)
         result_outputs = run.collect() if run.complete else {}
     start, end = run.span()
@@ -119,7 +124,8 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     pes = {pe: core_stats(core) for pe, core in run.fabric.cores.items()}
     links = {key: link.count for key, link in run.fabric.links.items() if link.count}
     return SimResult(module.name, result_outputs, start, end, events,
-                     time.perf_counter() - wall, pes, links, config, run.complete)
+                     time.perf_counter() - wall, pes, links, config, run.complete,
+                     run.fabric.trace)
 
 
 def simulation_bytes(module: PeModule, locations: Locations | None = None) -> tuple[int, int]:
@@ -162,11 +168,13 @@ class _Run:
     WATCH_EVERY = 1 << 12  # events between calls of the progress watcher (a power of 2)
 
     def __init__(self, module: PeModule, inputs: Mapping[str, np.ndarray],
-                 outputs: Mapping[str, TensorInfo], config: FabricConfig, deadline: Deadline):
+                 outputs: Mapping[str, TensorInfo], config: FabricConfig, deadline: Deadline,
+                 trace: Trace | None = None):
         self.module, self.inputs, self.outputs, self.config = module, inputs, outputs, config
         self.deadline = deadline
         self.env = simpy.Environment()
         self.fabric = Fabric(self.env, config, module.width, module.height, deadline)
+        self.fabric.trace = trace
         self.sinks: list[Sink] = []
         self.source_starts: list[int] = []
         self.sets: dict[tuple[str, str, int], isl.Set] = {}

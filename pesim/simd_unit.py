@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pesim.code import END, NUMPY, SimdInfo, Variant, elementwise
+from dtg.pesim.code import END, NUMPY, SimdInfo, Variant, elementwise
 
 if TYPE_CHECKING:
-    from pesim.core import Core
+    from dtg.pesim.core import Core
 
 Gen = Generator[Any, Any, Any]
 MAX_SIMD_ELEMENTS = 1 << 24
@@ -63,6 +63,9 @@ def run_simd(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int], scala
     """A SIMD instruction on local memory: one step of the clock, numpy for the work
     (operands as strided views where their elements are evenly spaced)."""
     var, cost = simd_check(core, info, v, bases)
+    if core.trace is not None:
+        core.trace.span(core.pe, f"simd {info.config.name}", "simd", core.clock,
+                        core.clock + cost, {"ops": var.ops})
     core.clock += cost
     core.busy += cost
     core.simd_ops += var.ops
@@ -187,6 +190,7 @@ def run_simd_fabric(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int]
     config = info.config
     out = core.ramp(config.dst.color) if config.dst.kind == "out" else None  # type: ignore[arg-type]
     yield from core.sync()
+    began = int(core.sim._now)
     dtype = NUMPY[info.dtype]
     fn = elementwise(config.op)
     operands = info.operands
@@ -245,6 +249,9 @@ def run_simd_fabric(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int]
         last = int(env._now)
         check_limit_at(core, last)
     core.clock = last + 1
+    if core.trace is not None:
+        core.trace.span(core.pe, f"simd {config.name}", "simd", began, core.clock,
+                        {"ops": var.ops})
 
 def check_limit_at(core: Core, t: int) -> None:
     if t > core.limit:

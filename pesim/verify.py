@@ -15,7 +15,7 @@ from math import prod
 
 import islpy as isl
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     DTYPES,
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -46,12 +46,12 @@ from codegen.peir import (
     Store,
     Task,
 )
-from lair.diagnostics import SimulationError, SourceLoc
-from mapping.poly import points
-from pesim.code import ConfigSetup
-from pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
-from pesim.fabric import FabricConfig
-from pesim.isltext import (
+from dtg.lair.diagnostics import SimulationError, SourceLoc
+from dtg.mapping.poly import points
+from dtg.pesim.code import ConfigSetup
+from dtg.pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.isltext import (
     box,
     check_array_set,
     check_pes,
@@ -60,7 +60,7 @@ from pesim.isltext import (
     outside,
     shifted,
 )
-from pesim.parser import Locations, stmt_key
+from dtg.pesim.parser import Locations, stmt_key
 
 PE_PARAMS = ("PE_X", "PE_Y")
 RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar", "count"}

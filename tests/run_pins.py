@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pesim.sim import SimResult
+from dtg.pesim.sim import SimResult
 
 PINNED_RUNS = Path(__file__).with_name("pinned_runs.json")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from conftest import EXAMPLES
 
-from codegen.driver import compile_file
-from codegen.peprint import module as print_module
-from pesim.run import run_program
+from dtg.codegen.driver import compile_file
+from dtg.codegen.peprint import module as print_module
+from dtg.pesim.run import run_program
 
 
 def _adapter_text(path: Path, arrival: str) -> str:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from codegen.dataflow import DataFlowError, check_batch
-from codegen.driver import compile_file
-from codegen.driver import main as codegen_main
+from dtg.codegen.dataflow import DataFlowError, check_batch
+from dtg.codegen.driver import compile_file
+from dtg.codegen.driver import main as codegen_main
 
 
 def test_gemv_takes_its_dense_stream_in_one_batch_per_pe() -> None:
@@ -91,7 +91,7 @@ output b dense { b[i = 0:23] -> [PE[i//8, 1] -> index[i mod 8]] }
 
 
 def test_a_batch_that_is_the_whole_kept_slice_lands_in_place(tmp_path: Path) -> None:
-    from pesim.run import run_program
+    from dtg.pesim.run import run_program
 
     (tmp_path / "ew.lair").write_text(ELEMENTWISE)
     (tmp_path / "ew.map").write_text(ELEMENTWISE_MAP)
@@ -129,7 +129,7 @@ output y resident
 def test_a_sliding_window_batch_is_one_box_along_a_skewed_basis(tmp_path: Path) -> None:
     """The batch's instances ``(i, k)`` with ``i + k`` in the window are a box in
     ``(i + k, k)``; its hull's extras at the PE's ends write where y_local grew."""
-    from pesim.run import run_program
+    from dtg.pesim.run import run_program
 
     (tmp_path / "s.lair").write_text("let N = 66\n" + STENCIL)
     (tmp_path / "s.map").write_text(STENCIL_MAP)

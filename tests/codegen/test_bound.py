@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES
 
-from codegen.bound import element_ops, mapping_bound
-from codegen.driver import compile_file
-from lair.frontend import program_from_text
-from lair.interp import random_inputs
-from mapping import poly
-from pesim.fabric import FabricConfig
+from dtg.codegen.bound import element_ops, mapping_bound
+from dtg.codegen.driver import compile_file
+from dtg.lair.frontend import program_from_text
+from dtg.lair.interp import random_inputs
+from dtg.mapping import poly
+from dtg.pesim.fabric import FabricConfig
 
 
 @pytest.mark.parametrize("body, ops", [

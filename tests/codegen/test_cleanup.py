@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from codegen.cleanup import drop_unread_ints
-from codegen.peprint import program as program_text
-from pesim.parser import parse_module
+from dtg.codegen.cleanup import drop_unread_ints
+from dtg.codegen.peprint import program as program_text
+from dtg.pesim.parser import parse_module
 
 TEXT = """
 module m
@@ -47,8 +47,8 @@ def test_unread_counters_and_their_updates_go() -> None:
 
 
 def test_one_stream_ending_once_finishes_in_its_control_task(tmp_path) -> None:
-    from codegen.driver import compile_file
-    from pesim.run import run_program
+    from dtg.codegen.driver import compile_file
+    from dtg.pesim.run import run_program
 
     (tmp_path / "g.lair").write_text("""
 lair g(): float16 W[16][16], float16 x[16] -> float16 y[16]

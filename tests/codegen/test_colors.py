@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from codegen.colors import colors_used, share_colors
-from codegen.driver import compile_file
-from codegen.peprint import module as print_module
-from pesim.parser import parse_module_text
-from pesim.run import make_inputs, run_module
-from pesim.verify import verify_module
+from dtg.codegen.colors import colors_used, share_colors
+from dtg.codegen.driver import compile_file
+from dtg.codegen.peprint import module as print_module
+from dtg.pesim.parser import parse_module_text
+from dtg.pesim.run import make_inputs, run_module
+from dtg.pesim.verify import verify_module
 
 # Examples where some routes never meet (the others' colors all meet somewhere).
 CASES = ["movement/gemv_two_sides", "movement/gemv_out_north", "fc/ff", "fc/train"]

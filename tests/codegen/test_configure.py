@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import islpy as isl
 
-from codegen.configure import configurations_per_pe, guard_configurations, program_pes
-from codegen.peir import PeProgram
-from codegen.scancheck import cond_set
-from pesim.parser import parse_module
+from dtg.codegen.configure import configurations_per_pe, guard_configurations, program_pes
+from dtg.codegen.peir import PeProgram
+from dtg.codegen.scancheck import cond_set
+from dtg.pesim.parser import parse_module
 
 TEXT = """
 module m

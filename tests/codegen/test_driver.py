@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES, ROOT
 
-from codegen.driver import main
-from codegen.pipeline import STAGES
+from dtg.codegen.driver import main
+from dtg.codegen.pipeline import STAGES
 
 COMPILED = EXAMPLE_PROGRAMS
 
@@ -104,7 +104,7 @@ def test_bad_command_lines_fail_cleanly(argv: list[str], message: str, cli) -> N
 def test_console_script_never_prints_a_traceback(tmp_path: Path) -> None:
     noise = tmp_path / "noise.lair"
     noise.write_bytes(bytes(range(256)))
-    proc = subprocess.run([sys.executable, "-m", "codegen.driver", str(noise)],
+    proc = subprocess.run([sys.executable, "-m", "dtg.codegen.driver", str(noise)],
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 1
     assert proc.stderr == \

@@ -6,11 +6,11 @@ import dataclasses
 
 import numpy as np
 
-from codegen.hoist import hoist_invariants
-from codegen.peprint import module as print_module
-from codegen.peprint import task as print_task
-from pesim.parser import parse_module_text
-from pesim.sim import TensorInfo, simulate
+from dtg.codegen.hoist import hoist_invariants
+from dtg.codegen.peprint import module as print_module
+from dtg.codegen.peprint import task as print_task
+from dtg.pesim.parser import parse_module_text
+from dtg.pesim.sim import TensorInfo, simulate
 
 TEXT = """
 module hoisted
@@ -67,9 +67,9 @@ def test_invariant_parts_move_to_main_and_the_control_task() -> None:
 
 
 def test_parts_computed_more_than_once_per_group_are_computed_once() -> None:
-    from codegen.hoist import shared_parts
-    from codegen.peir import IBin, IConst, IVar, SetInt
-    from pesim.expr import evaluate
+    from dtg.codegen.hoist import shared_parts
+    from dtg.codegen.peir import IBin, IConst, IVar, SetInt
+    from dtg.pesim.expr import evaluate
 
     g = IVar("g")
     mod = IBin("%", g, IConst(8))

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import islpy as isl
 import pytest
 
-from codegen import islast
-from codegen.islast import scan
-from codegen.peir import For, IBin, IConst, IExpr, If, IVar, SetInt, Stmt
-from codegen.scancheck import ScanError, check_scan, visit_marker
-from mapping.poly import points
-from pesim.expr import evaluate, holds
+from dtg.codegen import islast
+from dtg.codegen.islast import scan
+from dtg.codegen.peir import For, IBin, IConst, IExpr, If, IVar, SetInt, Stmt
+from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
+from dtg.mapping.poly import points
+from dtg.pesim.expr import evaluate, holds
 
 # The set on which isl's AST generator, given one multi-dimensional band, drops a point:
 # for index = 2 both S[0, 2, 0] and S[0, 0, 1] belong to it.

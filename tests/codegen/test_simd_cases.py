@@ -8,15 +8,15 @@ import islpy as isl
 import pytest
 from conftest import EXAMPLES
 
-from codegen.configure import configurations_per_pe
-from codegen.driver import compile_file
-from codegen.pipeline import Compilation, compile_mapping
-from lair.diagnostics import UnsupportedMappingError
-from lair.frontend import load_program
-from lair.graph import Const
-from mapping.spec import parse_mapping_file
-from mapping.validate import validate_mapping
-from pesim.run import run_program
+from dtg.codegen.configure import configurations_per_pe
+from dtg.codegen.driver import compile_file
+from dtg.codegen.pipeline import Compilation, compile_mapping
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.lair.frontend import load_program
+from dtg.lair.graph import Const
+from dtg.mapping.spec import parse_mapping_file
+from dtg.mapping.validate import validate_mapping
+from dtg.pesim.run import run_program
 
 
 def same(a: isl.Set | isl.Map, b: isl.Set | isl.Map) -> bool:
@@ -140,8 +140,8 @@ def test_local_memory_overflow_is_reported(tmp_path: Path) -> None:
 
 
 def test_sums_of_products_are_split_into_operations() -> None:
-    from codegen.simd import OpShape, op_steps
-    from lair.frontend import program_from_text
+    from dtg.codegen.simd import OpShape, op_steps
+    from dtg.lair.frontend import program_from_text
 
     graph = program_from_text("""
         lair u(): float32 W[4], float32 dW[4], float32 x[4], float32 s[4], float32 z[4],
@@ -167,7 +167,7 @@ def test_many_statements_give_up_simd_in_few_rounds(monkeypatch: pytest.MonkeyPa
     (which made a chain of 200 statements take minutes)."""
     import sys
 
-    from codegen import pipeline
+    from dtg.codegen import pipeline
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     from bench_statements import chain
 

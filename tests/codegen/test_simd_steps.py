@@ -13,10 +13,10 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from codegen.simd import OpShape, op_steps
-from lair.graph import AffineExpr, Binary, Const, Read, Stmt, TensorAccess, Unary, Value
-from lair.interp import _evaluate
-from pesim.code import elementwise
+from dtg.codegen.simd import OpShape, op_steps
+from dtg.lair.graph import AffineExpr, Binary, Const, Read, Stmt, TensorAccess, Unary, Value
+from dtg.lair.interp import _evaluate
+from dtg.pesim.code import elementwise
 
 TENSORS = ("a", "b", "c", "d")
 N = 16

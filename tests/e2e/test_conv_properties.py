@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pesim.run import run_program
+from dtg.pesim.run import run_program
 
 
 @st.composite

@@ -14,12 +14,12 @@ import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES
 from run_pins import check_pinned
 
-from codegen.bound import mapping_bound
-from codegen.driver import compile_file
-from codegen.peprint import module as print_module
-from pesim.cli import main as pesim_main
-from pesim.parser import parse_module
-from pesim.run import RunOutcome, run_module, run_program
+from dtg.codegen.bound import mapping_bound
+from dtg.codegen.driver import compile_file
+from dtg.codegen.peprint import module as print_module
+from dtg.pesim.cli import main as pesim_main
+from dtg.pesim.parser import parse_module
+from dtg.pesim.run import RunOutcome, run_module, run_program
 
 RUNNABLE = EXAMPLE_PROGRAMS
 
@@ -108,7 +108,7 @@ def test_emitted_code_round_trips(path: Path, simd: bool) -> None:
 
 def test_compiled_gemv_matches_the_hand_written_baseline() -> None:
     handwritten = EXAMPLES / "handwritten" / "gemv_checkerboard" / "gemv_checkerboard.pe"
-    from pesim.run import run_file
+    from dtg.pesim.run import run_file
 
     run = run_file(handwritten)
     check_pinned("handwritten/gemv_checkerboard", run.result)
@@ -127,7 +127,7 @@ def test_generated_checkerboard_gemv_is_pinned(size: tuple[int, int, int, int],
     sys.path.insert(0, str(EXAMPLES.parent / "benchmarks"))
     from bench_pesim import checkerboard_gemv
 
-    from pesim.run import run_file
+    from dtg.pesim.run import run_file
 
     path = tmp_path / "gemv.pe"
     path.write_text(checkerboard_gemv(*size))
@@ -143,8 +143,8 @@ def test_examples_compile_and_verify_for_every_fabric(path: str, fabric: str, cl
                                                       tmp_path: Path) -> None:
     """The compiler chooses by the preset's costs, pesim charges them; the code still
     computes the program, and the report names the fabric of both."""
-    from codegen.driver import main as codegen_main
-    from pesim.fabric import preset
+    from dtg.codegen.driver import main as codegen_main
+    from dtg.pesim.fabric import preset
 
     report = tmp_path / "c.json"
     compiled = cli(codegen_main, EXAMPLES / path, "--fabric", fabric, "--report", report,
@@ -206,8 +206,8 @@ def test_the_compiler_keeps_within_the_fabric_it_is_given() -> None:
     """--config limits reach the compiler too: a PE's SIMD configurations and memory."""
     from dataclasses import replace as changed
 
-    from lair.diagnostics import MappingError
-    from pesim.fabric import FabricConfig
+    from dtg.lair.diagnostics import MappingError
+    from dtg.pesim.fabric import FabricConfig
 
     few = changed(FabricConfig(), max_simd_configs=2)
     outcome = run_program(EXAMPLES / "fc" / "train.lair", config=few)  # pesim checks it

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from codegen.driver import compile_file
-from codegen.peir import If
-from codegen.peprint import module as module_text
-from codegen.peprint import task as task_text
-from pesim.run import run_program
+from dtg.codegen.driver import compile_file
+from dtg.codegen.peir import If
+from dtg.codegen.peprint import module as module_text
+from dtg.codegen.peprint import task as task_text
+from dtg.pesim.run import run_program
 
 ROW_LAIR = """
 lair mm(): float32 A[8][6], float32 B[6][8], float32 C[8][4]

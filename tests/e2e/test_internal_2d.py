@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import verify_pair
 
-from lair.frontend import program_from_text
-from mapping.spec import parse_mapping
-from mapping.tasks import build_task_graph
-from mapping.validate import validate_mapping
+from dtg.lair.frontend import program_from_text
+from dtg.mapping.spec import parse_mapping
+from dtg.mapping.tasks import build_task_graph
+from dtg.mapping.validate import validate_mapping
 
 MLP = """
 lair l1<T=float16>(): T W1[8][8], T x[8] -> T h[8]

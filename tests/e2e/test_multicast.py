@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import verify_pair
 
-from codegen.colors import colors_used
-from lair.diagnostics import UnsupportedMappingError
-from lair.frontend import program_from_text
-from mapping.flows import TaskGraph
-from mapping.spec import parse_mapping
-from mapping.tasks import build_task_graph
-from mapping.validate import validate_mapping
-from pesim.run import run_program
+from dtg.codegen.colors import colors_used
+from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.lair.frontend import program_from_text
+from dtg.mapping.flows import TaskGraph
+from dtg.mapping.spec import parse_mapping
+from dtg.mapping.tasks import build_task_graph
+from dtg.mapping.validate import validate_mapping
+from dtg.pesim.run import run_program
 
 GEMV = """
 lair gemv<T=float16>(): T W[16][16], T x[16] -> T y[16]

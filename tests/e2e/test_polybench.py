@@ -12,9 +12,9 @@ import pytest
 from conftest import EXAMPLES
 from run_pins import check_pinned
 
-from lair.frontend import load_program
-from lair.interp import random_inputs, run
-from pesim.run import run_program
+from dtg.lair.frontend import load_program
+from dtg.lair.interp import random_inputs, run
+from dtg.pesim.run import run_program
 
 POLYBENCH = EXAMPLES / "polybench"
 Arrays = dict[str, np.ndarray]

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES
 
-from codegen.driver import compile_file
-from pesim.run import make_inputs, run_module
+from dtg.codegen.driver import compile_file
+from dtg.pesim.run import make_inputs, run_module
 
 TOLERANCE = 0.10
 Case = tuple[Path, Path | None, dict[str, int]]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lair.diagnostics import DtgError
-from pesim.run import run_program
+from dtg.lair.diagnostics import DtgError
+from dtg.pesim.run import run_program
 
 HERE = Path(__file__).parent / "regressions"
 CASES = sorted(p.stem for p in HERE.glob("*.lair"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from pesim.run import run_program
+from dtg.pesim.run import run_program
 
 MAPPINGS = {
     "x_from_south_y_to_west": """

@@ -96,9 +96,15 @@ class Summary:
 # ------------------------------------------------------------------------- corpus
 
 
-def large_params(mapping: Path) -> tuple[tuple[str, int], ...]:
-    """The sizes a ``*.large.map`` is written for, from its ``--param K=V`` comment."""
-    return tuple((k, int(v)) for k, v in re.findall(r"--param (\w+)=(\d+)", mapping.read_text()))
+def example_params(path: Path) -> tuple[tuple[str, int], ...]:
+    """The sizes the example at ``path`` (a mapping, or a program without one) is
+    compiled with (``examples/params.toml``, through the catalog)."""
+    from dtg.catalog import examples
+
+    for e in examples():
+        if path.resolve() in {p.resolve() for p in (e.mapping, e.program) if p is not None}:
+            return tuple(e.params.items())
+    return ()
 
 
 def program_of(mapping: Path) -> Path:
@@ -109,14 +115,15 @@ def program_of(mapping: Path) -> Path:
 def corpus() -> tuple[Seed, ...]:
     """Every example program and mapping, and the PE modules compiled from them (with and
     without SIMD) plus the hand-written one."""
-    from codegen import peprint
-    from codegen.driver import compile_file
+    from dtg.codegen import peprint
+    from dtg.codegen.driver import compile_file
 
     seeds: list[Seed] = []
     for path in sorted(EXAMPLES.rglob("*.lair")):
-        seeds.append(Seed("lair", str(path.relative_to(ROOT)), path.read_text()))
+        seeds.append(Seed("lair", str(path.relative_to(ROOT)), path.read_text(), str(path),
+                          example_params(path)))
     for path in sorted(EXAMPLES.rglob("*.map")):
-        program, params = program_of(path), large_params(path)
+        program, params = program_of(path), example_params(path)
         if not program.exists():
             continue
         seeds.append(Seed("map", str(path.relative_to(ROOT)), path.read_text(), str(program),
@@ -276,7 +283,7 @@ def make_case(seed: int, index: int, seeds: tuple[Seed, ...] | None = None) -> C
 
 @cache
 def _program(path: str, params: tuple[tuple[str, int], ...]) -> Any:
-    from lair.frontend import load_program
+    from dtg.lair.frontend import load_program
 
     return load_program(path, dict(params))
 
@@ -287,17 +294,16 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
     LAIR: parse, specialize, check, lower, and print and parse again. Mappings: parse and
     validate against the example's program (``backend``: then compile to PE code and parse
     and verify that). PE modules: parse and verify (the static checks)."""
-    from lair.diagnostics import DtgError
-    from lair.frontend import load_program
-    from lair.parser import parse
-    from lair.printer import format_module
-    from mapping.spec import parse_mapping_file
-    from mapping.validate import validate_mapping
-    from pesim.parser import parse_module_file, parse_module_text
-    from pesim.verify import verify_module
+    from dtg.lair.diagnostics import DtgError
+    from dtg.lair.frontend import load_program
+    from dtg.lair.parser import parse
+    from dtg.lair.printer import format_module
+    from dtg.mapping.spec import parse_mapping_file
+    from dtg.pesim.parser import parse_module_file, parse_module_text
+    from dtg.pesim.verify import verify_module
 
     if case.kind == "lair":
-        program = load_program(path)
+        program = load_program(path, dict(case.params))
         printed = format_module(program.specialized)
         try:
             parse(printed, "<printed>")
@@ -305,11 +311,17 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
             raise AssertionError(f"the printed program does not parse: {err}") from None
     elif case.kind == "map":
         assert case.program is not None
-        program = _program(case.program, case.params)
-        mapping = validate_mapping(parse_mapping_file(path), program.model)
+        from dtg.codegen.driver import load_both
+        from dtg.lair.parser import parse_file
+
+        # (mappings may have parameters of their own, bound as dtg-codegen binds them)
+        program, bound = load_both(parse_file(case.program), parse_mapping_file(path),
+                                   dict(case.params))
+        assert bound is not None
+        mapping = bound
         if backend:
-            from codegen import peprint
-            from codegen.pipeline import compile_mapping
+            from dtg.codegen import peprint
+            from dtg.codegen.pipeline import compile_mapping
 
             compiled = compile_mapping(program, mapping)
             assert compiled.module is not None
@@ -322,8 +334,8 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
 
 def run_case(case: Case, workdir: Path, backend: bool = False) -> Result:
     """Classify one input, in this process (no time limit: see :func:`run_cases`)."""
-    from lair.diagnostics import DtgError
-    from mapping.poly import UnboundedSetError
+    from dtg.lair.diagnostics import DtgError
+    from dtg.mapping.poly import UnboundedSetError
 
     path = workdir / f"input{SUFFIX[case.kind]}"
     path.write_bytes(case.data)

@@ -12,7 +12,7 @@ from pathlib import Path
 import fuzzing
 import pytest
 
-from lair.diagnostics import DtgError
+from dtg.lair.diagnostics import DtgError
 
 BATCH = 800
 SEED = 20240917

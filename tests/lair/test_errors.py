@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.driver import main
+from dtg.codegen.driver import main
 
 INVALID = sorted((Path(__file__).parent / "invalid").glob("*.lair"))
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lair import interp
+from dtg.lair import interp
 
 
 def brute_grain(values: list[float]) -> float:

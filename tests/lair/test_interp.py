@@ -8,8 +8,8 @@ from conftest import EXAMPLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lair.frontend import load_program, program_from_text
-from lair.interp import InterpreterInputError, random_inputs, run
+from dtg.lair.frontend import load_program, program_from_text
+from dtg.lair.interp import InterpreterInputError, random_inputs, run
 
 
 def load(example: str, name: str | None = None):
@@ -46,6 +46,15 @@ def test_conv1d() -> None:
     for k in range(2):
         for w in range(14):
             expected[k, w] = sum(x[w + rw] * W[k, rw] for rw in range(3))
+    np.testing.assert_array_equal(run(graph, inputs)["y"], expected)
+
+
+def test_conv1d_tiled() -> None:
+    graph = load("conv1d_tiled")
+    inputs = random_inputs(graph, 5)
+    x, W = inputs["x"].astype(np.float64), inputs["W"].astype(np.float64)
+    expected = np.stack([np.convolve(x, W[k][::-1], mode="valid") for k in range(4)])
+    assert expected.shape == (4, 30)
     np.testing.assert_array_equal(run(graph, inputs)["y"], expected)
 
 
@@ -159,7 +168,7 @@ def test_movement_mlp_grid_sum_and_scores() -> None:
 def test_every_example_is_covered_here() -> None:
     from conftest import EXAMPLE_PROGRAMS
 
-    covered = {"gemv", "ff", "train", "conv1d", "conv2d", "conv2d_degenerate",
+    covered = {"gemv", "ff", "train", "conv1d", "conv1d_tiled", "conv2d", "conv2d_degenerate",
                "conv1d_filter_grad", "maxpool",  # PolyBench: tests/e2e/test_polybench.py
                "gemv_one_entry", "gemv_out_north", "gemv_two_sides", "gemv_uneven",
                "skewed_sum", "mlp", "grid_sum", "scores_east"}

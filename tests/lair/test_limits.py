@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from codegen.driver import main
-from lair.diagnostics import DtgError, LimitError, SourceLoc
-from lair.frontend import program_from_text
-from lair.limits import (
+from dtg.codegen.driver import main
+from dtg.lair.diagnostics import DtgError, LimitError, SourceLoc
+from dtg.lair.frontend import program_from_text
+from dtg.lair.limits import (
     MAX_INPUT_BYTES,
     MAX_INT,
     MAX_NESTING,
@@ -28,9 +28,9 @@ from lair.limits import (
     literal_value,
     offset_loc,
 )
-from lair.parser import parse, read_source
-from lair.specialize import parse_param
-from pesim.cli import main as pesim_main
+from dtg.lair.parser import parse, read_source
+from dtg.lair.specialize import parse_param
+from dtg.pesim.cli import main as pesim_main
 
 GEMV = (EXAMPLES / "gemv" / "gemv.lair").read_text()
 GEMV_MAP = EXAMPLES / "gemv" / "gemv.map"

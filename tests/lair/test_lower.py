@@ -6,8 +6,8 @@ import islpy as isl
 from conftest import EXAMPLES
 from fixtures.listings import LISTING_1, LISTING_3
 
-from codegen.driver import main
-from lair.frontend import program_from_text
+from dtg.codegen.driver import main
+from dtg.lair.frontend import program_from_text
 
 CONV1D_DOMAIN = "{ C[k, w, rw] : 0 <= k <= 1 and 0 <= w <= 13 and 0 <= rw <= 2 }"
 

@@ -11,10 +11,10 @@ from fixtures.listings import LISTINGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lair import ast
-from lair.diagnostics import DtgError, InputError, LairSyntaxError
-from lair.parser import parse, parse_file
-from lair.printer import format_expr, format_module
+from dtg.lair import ast
+from dtg.lair.diagnostics import DtgError, InputError, LairSyntaxError
+from dtg.lair.parser import parse, parse_file
+from dtg.lair.printer import format_expr, format_module
 
 
 @pytest.mark.parametrize("number", sorted(LISTINGS))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from fixtures.listings import LISTING_1
 
-from lair.check import analyze
-from lair.diagnostics import SpecializationError
-from lair.parser import parse
-from lair.specialize import parse_param, specialize
+from dtg.lair.check import analyze
+from dtg.lair.diagnostics import SpecializationError
+from dtg.lair.parser import parse
+from dtg.lair.specialize import parse_param, specialize
 
 
 def graph_of(text: str, **params: int | str):

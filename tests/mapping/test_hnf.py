@@ -7,7 +7,7 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping.hnf import (
+from dtg.mapping.hnf import (
     column_hnf,
     determinant,
     identity,

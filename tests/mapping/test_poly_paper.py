@@ -11,9 +11,9 @@ from functools import cache
 import islpy as isl
 import pytest
 
-from lair.diagnostics import CodegenError
-from mapping import poly
-from mapping.poly import align_params
+from dtg.lair.diagnostics import CodegenError
+from dtg.mapping import poly
+from dtg.mapping.poly import align_params
 
 PARAMS = "[PE_X, PE_Y, index_0, index_1, index]"
 

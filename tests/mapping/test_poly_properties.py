@@ -17,7 +17,7 @@ import islpy as isl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping import poly
+from dtg.mapping import poly
 
 BOUND = 3
 PE_VALUES = (0, 1)

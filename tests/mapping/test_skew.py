@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping import poly
+from dtg.mapping import poly
 
 SETS = [
     "[index] -> { S[i, k] : 0 <= k <= 2 and index <= i + k < index + 16 and 0 <= i <= 15 }",

@@ -8,7 +8,7 @@ import islpy as isl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping import poly
+from dtg.mapping import poly
 
 
 def _params(s: isl.Set, names: list[str], ranges: list[range]) -> set[tuple[int, ...]]:

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from codegen.peir import PeModule
-from lair.limits import MAX_SECONDS
-from pesim.fabric import FabricConfig
-from pesim.parser import parse_module_text
-from pesim.sim import SimResult, TensorInfo, simulate
-from pesim.verify import verify_module
+from dtg.codegen.peir import PeModule
+from dtg.lair.limits import MAX_SECONDS
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.parser import parse_module_text
+from dtg.pesim.sim import SimResult, TensorInfo, simulate
+from dtg.pesim.verify import verify_module
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMV_DIR = ROOT / "examples" / "handwritten" / "gemv_checkerboard"

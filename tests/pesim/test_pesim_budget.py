@@ -12,9 +12,9 @@ import pytest
 from pesim_support import GEMV_PE, sim
 from test_pesim_cli import copy_gemv
 
-from lair.limits import MAX_COLORS, MAX_SIM_BYTES
-from pesim.cli import main
-from pesim.routers import RouteCycleError, TimeLimitError
+from dtg.lair.limits import MAX_COLORS, MAX_SIM_BYTES
+from dtg.pesim.cli import main
+from dtg.pesim.routers import RouteCycleError, TimeLimitError
 
 SECRET = "SECRET-CONTENT-7731"
 

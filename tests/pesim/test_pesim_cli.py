@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from pesim_support import GEMV_DIR, GEMV_PE
 
-from lair.frontend import load_program
-from lair.interp import random_inputs
-from lair.interp import run as reference_run
-from pesim.cli import main
+from dtg.lair.frontend import load_program
+from dtg.lair.interp import random_inputs
+from dtg.lair.interp import run as reference_run
+from dtg.pesim.cli import main
 
 INVALID = sorted((Path(__file__).parent / "invalid").glob("*.pe"))
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from pesim_support import GEMV_PE
 
-from lair.frontend import load_program
-from lair.interp import grain_of, magnitude_bounds
-from pesim.cli import main
-from pesim.run import compare, run_file
+from dtg.lair.frontend import load_program
+from dtg.lair.interp import grain_of, magnitude_bounds
+from dtg.pesim.cli import main
+from dtg.pesim.run import compare, run_file
 
 GEMV = GEMV_PE.parent.parent.parent / "gemv" / "gemv.lair"
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from pesim_support import GEMV_PE, sim
 
-from lair.diagnostics import SimulationError
-from pesim.code import CycleLimitError
-from pesim.run import run_file
-from pesim.sim import DeadlockError
+from dtg.lair.diagnostics import SimulationError
+from dtg.pesim.code import CycleLimitError
+from dtg.pesim.run import run_file
+from dtg.pesim.sim import DeadlockError
 
 
 def one_pe(body: str, decls: str = "", tasks: str = "") -> str:

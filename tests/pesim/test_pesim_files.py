@@ -14,9 +14,9 @@ from conftest import EXAMPLES
 from pesim_support import GEMV_PE
 from test_pesim_cli import copy_gemv
 
-from codegen.driver import main as codegen_main
-from lair.files import write_atomically
-from pesim.cli import main, write_outputs
+from dtg.codegen.driver import main as codegen_main
+from dtg.lair.files import write_atomically
+from dtg.pesim.cli import main, write_outputs
 
 LAIR_NAMED = """let N = 4
 lair named<T=float16>(N):
@@ -137,13 +137,23 @@ def test_a_failed_write_leaves_neither_file_nor_temporary(tmp_path: Path) -> Non
     assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
 
 
-def test_codegen_output_that_is_a_file_is_an_error(cli, tmp_path: Path) -> None:
-    existing = tmp_path / "out"
+def test_codegen_output_that_is_a_file_is_replaced(cli, tmp_path: Path) -> None:
+    existing = tmp_path / "out"  # -o names a file when there is one (as compilers do)
     existing.write_text("a file\n")
     result = cli(codegen_main, EXAMPLES / "gemv" / "gemv.lair", "-o", existing)
+    assert result.status == 0, result.err
+    assert existing.read_text().startswith("module gemv\n")
+
+
+def test_codegen_output_through_a_symlink_is_refused(cli, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.pe"
+    target.write_text("a file\n")
+    link = tmp_path / "out.pe"
+    link.symlink_to(target)
+    result = cli(codegen_main, EXAMPLES / "gemv" / "gemv.lair", "-o", link)
     assert result.status == 1
-    assert result.err.startswith(f"error: -o {existing}: not a directory")
-    assert existing.read_text() == "a file\n"
+    assert "it is a symbolic link, which dtg does not follow" in result.err
+    assert target.read_text() == "a file\n"
 
 
 def test_codegen_writes_atomically_with_mode_0644(cli, tmp_path: Path) -> None:

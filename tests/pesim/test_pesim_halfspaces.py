@@ -6,7 +6,7 @@ import islpy as isl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pesim.isltext import Halfspaces, check_array_set, fix_pe
+from dtg.pesim.isltext import Halfspaces, check_array_set, fix_pe
 
 coefficient = st.integers(-3, 3)
 

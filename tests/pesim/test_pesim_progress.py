@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pesim.progress import Progress, ProgressBar
-from pesim.run import run_file
-from pesim.sim import _Run
+from dtg.pesim.progress import Progress, ProgressBar
+from dtg.pesim.run import run_file
+from dtg.pesim.sim import _Run
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -77,7 +77,7 @@ def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
     module = gemv_module(tmp_path, 2048, 64)
     report = tmp_path / "r.json"
     outputs = tmp_path / "out.npz"
-    proc = subprocess.Popen([sys.executable, "-m", "pesim.cli", str(module), "--report",
+    proc = subprocess.Popen([sys.executable, "-m", "dtg.pesim.cli", str(module), "--report",
                              str(report), "--outputs", str(outputs)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     time.sleep(4)  # into the event loop: set-up takes about a second, the loop about 8
@@ -98,7 +98,7 @@ def test_ctrl_c_before_the_event_loop_still_replaces_the_report(
 ) -> None:
     """Interrupted while loading or setting up: status 130, no traceback, and the report
     says so (an older report of the same file must not survive)."""
-    from pesim import cli
+    from dtg.pesim import cli
 
     def interrupted(*_args: object) -> None:
         raise KeyboardInterrupt

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pesim_support import GEMV_PE
 
-from codegen.peir import (
+from dtg.codegen.peir import (
     Activate,
     Array,
     BConst,
@@ -47,8 +47,8 @@ from codegen.peir import (
     StreamIO,
     Task,
 )
-from codegen.peprint import module as print_module
-from pesim.parser import parse_module
+from dtg.codegen.peprint import module as print_module
+from dtg.pesim.parser import parse_module
 
 KEYWORDS = {
     "module", "mesh", "reference", "input", "output", "sparse", "dense", "color", "program",

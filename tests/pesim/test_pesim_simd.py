@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pesim_support import sim
 
-from lair.diagnostics import SimulationError
-from pesim.verify import ModuleError
+from dtg.lair.diagnostics import SimulationError
+from dtg.pesim.verify import ModuleError
 
 SIMD = """
 module ops

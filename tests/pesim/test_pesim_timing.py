@@ -290,7 +290,7 @@ program b origin PE[1, 0] pes { PE[0, 0] }
 def test_the_per_task_profile_adds_up_to_each_pes_busy_cycles(example: str) -> None:
     from conftest import EXAMPLES
 
-    from pesim.run import run_program
+    from dtg.pesim.run import run_program
 
     result = run_program(EXAMPLES / example, seed=0).result
     for pe, stats in result.pes.items():
@@ -354,7 +354,7 @@ def test_float32_widths_depend_on_the_operation(fabric: str, op: str, cycles: in
     """WSE-2 and WSE-3 add float32 2 and 4 wide but multiply-add one at a time."""
     from dataclasses import asdict
 
-    from pesim.fabric import preset
+    from dtg.pesim.fabric import preset
 
     result = sim(op_module(op), {}, {"y": ((8,), "float32")}, **asdict(preset(fabric)))
     assert result.cycles == cycles

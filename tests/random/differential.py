@@ -138,13 +138,18 @@ def run_once(lair: Path, mapping: Path, *, simd: bool, seed: int = SEED,
              timeout: float | None = TIMEOUT) -> Run:
     """Compile ``lair`` with ``mapping``, print, parse and verify the PE module, simulate
     it and compare with the reference, as ``pesim PROG.lair -m MAP`` does."""
-    from codegen.driver import compile_file
-    from codegen.peprint import module as print_module
-    from lair.diagnostics import CodegenError, DtgError, SimulationError, UnsupportedMappingError
-    from pesim.fabric import FabricConfig
-    from pesim.parser import parse_module_text
-    from pesim.run import make_inputs, run_module
-    from pesim.verify import verify_module
+    from dtg.codegen.driver import compile_file
+    from dtg.codegen.peprint import module as print_module
+    from dtg.lair.diagnostics import (
+        CodegenError,
+        DtgError,
+        SimulationError,
+        UnsupportedMappingError,
+    )
+    from dtg.pesim.fabric import FabricConfig
+    from dtg.pesim.parser import parse_module_text
+    from dtg.pesim.run import make_inputs, run_module
+    from dtg.pesim.verify import verify_module
 
     workdir = lair.parent
     start = time.perf_counter()
@@ -198,7 +203,7 @@ def triage(program: Any, module: Any, config: Any, lair: Path, mismatch: str) ->
     (zeros are not sent on sparse streams), and how the first wrong output is defined."""
     import numpy as np
 
-    from pesim.run import run_module
+    from dtg.pesim.run import run_module
 
     rng = np.random.default_rng(SEED)
     nonzero = {t.name: (rng.integers(1, 3, size=t.shape) * rng.choice([-1, 1], size=t.shape))

@@ -1,0 +1,55 @@
+"""dtg: a polyhedral compiler (``dtg-codegen``) and PE-mesh simulator (``pesim``) for
+wafer-scale dataflow hardware.
+
+The Python API (``docs/api.md``)::
+
+    import dtg
+    c = dtg.compile("gemv.lair", "gemv.map", params={"M": 64})
+    r = dtg.simulate(c)
+    print(r.cycles, r.bound.cycles, r.verified)
+
+The compiler and simulator themselves are the subpackages ``dtg.lair`` (front end),
+``dtg.mapping``, ``dtg.codegen`` and ``dtg.pesim``. The names below are loaded when
+first used, so that importing one subpackage does not import them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("dtg")
+except PackageNotFoundError:  # pragma: no cover (run from a tree that is not installed)
+    __version__ = "0+unknown"
+
+_WHERE = {
+    "compile": "dtg.api", "simulate": "dtg.api", "load": "dtg.api",
+    "module_text": "dtg.api", "Result": "dtg.api",
+    "example": "dtg.catalog", "examples": "dtg.catalog", "Example": "dtg.catalog",
+    "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.lair.diagnostics",
+    "FabricConfig": "dtg.pesim.fabric",
+}
+
+if TYPE_CHECKING:
+    from dtg.api import Result, compile, load, module_text, simulate
+    from dtg.catalog import Example, example, examples
+    from dtg.codegen.pipeline import Compilation
+    from dtg.lair.diagnostics import DtgError
+    from dtg.pesim.fabric import FabricConfig
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dtg' has no attribute {name!r}")
+    return getattr(importlib.import_module(where), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
+
+__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Result", "__version__",
+           "compile", "example", "examples", "load", "module_text", "simulate"]

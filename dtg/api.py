@@ -1,0 +1,243 @@
+"""The Python API: compile a LAIR program with a mapping, simulate what was compiled.
+
+Both functions do what the command-line tools do (``dtg-codegen``, ``pesim``), with
+the same checks and the same errors: every problem raises a subclass of
+:class:`dtg.DtgError` whose text names the file, line and column.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dtg.codegen.bound import Bound, mapping_bound
+from dtg.codegen.driver import load_both
+from dtg.codegen.peir import PeModule
+from dtg.codegen.peprint import module as print_module
+from dtg.codegen.pipeline import Compilation, compile_mapping
+from dtg.lair.diagnostics import InputError
+from dtg.lair.files import write_atomically
+from dtg.lair.frontend import Program, load_program, program_from_text
+from dtg.lair.interp import check_inputs
+from dtg.lair.limits import MAX_SECONDS
+from dtg.lair.parser import parse, parse_file
+from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
+from dtg.pesim.fabric import FabricConfig, preset
+from dtg.pesim.heatmap import draw_heatmap
+from dtg.pesim.parser import parse_module_text
+from dtg.pesim.report import build_report
+from dtg.pesim.run import (
+    RunOutcome,
+    find_module,
+    load_module,
+    load_reference,
+    make_inputs,
+    run_module,
+)
+from dtg.pesim.sim import PeStats, check_budget
+from dtg.pesim.trace import Trace
+from dtg.pesim.verify import verify_module
+
+Source = str | os.PathLike[str]
+Params = Mapping[str, int | str]
+
+
+def _is_text(source: Source) -> bool:
+    """A string with a line break is source text; anything else names a file."""
+    return isinstance(source, str) and "\n" in source
+
+
+def _fabric(fabric: str | FabricConfig | None) -> FabricConfig:
+    if fabric is None:
+        return FabricConfig()
+    return fabric if isinstance(fabric, FabricConfig) else preset(fabric)
+
+
+def load(program: Source, params: Params | None = None) -> Program:
+    """A LAIR program from a file or from text, specialized with ``params`` (the front
+    end only: no mapping)."""
+    bound = dict(params or {})
+    if _is_text(program):
+        return program_from_text(str(program), bound, "<program>")
+    return load_program(Path(program), bound)
+
+
+def _mapping_spec(program: Source, mapping: Source | None) -> MappingSpec:
+    if mapping is None:
+        if _is_text(program):
+            raise InputError("a program given as text needs its mapping: "
+                             "dtg.compile(text, mapping=...)")
+        beside = Path(program).with_suffix(".map")
+        if not beside.exists():
+            raise InputError(f"no mapping for {program}: expected {beside} beside it, or pass "
+                             "mapping=...")
+        return parse_mapping_file(beside)
+    if _is_text(mapping):
+        return parse_mapping(str(mapping), "<mapping>")
+    return parse_mapping_file(Path(mapping))
+
+
+def compile(program: Source, mapping: Source | None = None, *, params: Params | None = None,
+            simd: bool = True, arrival: str = "batched",
+            fabric: str | FabricConfig | None = None) -> Compilation:
+    """Compile ``program`` (a ``.lair`` path or LAIR text) with ``mapping`` (a ``.map``
+    path or text; default: the ``.map`` beside the program) into a PE module.
+
+    ``fabric`` is a preset name (``"paper"``, ``"wse2"``, ``"wse3"``) or a
+    :class:`FabricConfig`: its costs, memory, SIMD configurations and colors are what the
+    compiler plans with. The result's ``module`` is the PE module; :func:`module_text`
+    prints it.
+    """
+    bound = dict(params or {})
+    source = (parse(str(program), "<program>") if _is_text(program)
+              else parse_file(Path(program)))
+    loaded, validated = load_both(source, _mapping_spec(program, mapping), bound)
+    assert validated is not None
+    reference = None if _is_text(program) else str(Path(program).resolve())
+    stem = "program" if _is_text(program) else Path(program).stem
+    name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
+    return compile_mapping(loaded, validated, simd=simd, name=name, reference=reference,
+                           params=tuple(bound.items()), arrival=arrival,
+                           fabric=_fabric(fabric))
+
+
+def module_text(compilation: Compilation) -> str:
+    """The PE module of a compilation as ``dtg-codegen`` prints it."""
+    if compilation.module is None:
+        raise InputError("this compilation stopped before code was generated")
+    return print_module(compilation.module)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One simulated and verified run.
+
+    ``cycles`` is the span from the first PE's start to the last output; ``bound`` the
+    mapping's lower bound on cycles (when a program was compiled, else None);
+    ``verified`` whether every output equals the reference interpreter's (``exact``: bit
+    for bit, as integer-valued inputs allow). ``pes`` and ``links`` are the per-PE
+    statistics and the wavelets carried by each directed link.
+    """
+
+    outcome: RunOutcome
+
+    @property
+    def cycles(self) -> int:
+        return self.outcome.result.cycles
+
+    @property
+    def bound(self) -> Bound | None:
+        return self.outcome.bound
+
+    @property
+    def ratio(self) -> float | None:
+        """Cycles over the mapping's bound: how close the code runs to what the mapping
+        allows (1.0 is the bound)."""
+        b = self.outcome.bound
+        return None if b is None or not b.cycles else self.cycles / b.cycles
+
+    @property
+    def verified(self) -> bool:
+        return self.outcome.comparison.verified
+
+    @property
+    def exact(self) -> bool:
+        return self.outcome.comparison.exact
+
+    @property
+    def mismatch(self) -> str | None:
+        return self.outcome.comparison.mismatch
+
+    @property
+    def outputs(self) -> dict[str, np.ndarray]:
+        return self.outcome.result.outputs
+
+    @property
+    def expected(self) -> dict[str, np.ndarray]:
+        return self.outcome.expected
+
+    @property
+    def inputs(self) -> dict[str, np.ndarray]:
+        return self.outcome.inputs
+
+    @property
+    def pes(self) -> dict[tuple[int, int], PeStats]:
+        return self.outcome.result.pes
+
+    @property
+    def links(self) -> dict[tuple[tuple[int, int], tuple[int, int]], int]:
+        return self.outcome.result.links
+
+    @property
+    def trace(self) -> Trace | None:
+        """The timeline, when simulated with ``trace=True``."""
+        return self.outcome.result.trace
+
+    def report(self) -> dict[str, Any]:
+        """The JSON report ``pesim --report`` writes, as a dict."""
+        return build_report(self.outcome)
+
+    def write_trace(self, path: str | os.PathLike[str]) -> None:
+        """The timeline as a Chrome/Perfetto trace (JSON; open it in ui.perfetto.dev)."""
+        if self.trace is None:
+            raise InputError("this run was not traced: simulate(..., trace=True)")
+        write_atomically(path, self.trace.json(self.outcome.result.module, self.cycles),
+                         "the trace")
+
+    def write_heatmap(self, path: str | os.PathLike[str]) -> None:
+        """A picture of busy cycles per PE and wavelets per link (PNG)."""
+        draw_heatmap(self.outcome.result, path)
+
+
+def simulate(what: Compilation | Source, *, inputs: Mapping[str, np.ndarray] | None = None,
+             seed: int = 0, trace: bool = False, fabric: str | FabricConfig | None = None,
+             max_seconds: float = MAX_SECONDS) -> Result:
+    """Simulate a compilation (or a ``.pe`` module file) and check every output against
+    the reference interpreter.
+
+    ``inputs`` maps input tensor names to arrays (default: random integers from
+    ``seed``, which make the comparison exact). ``trace`` records every PE's timeline
+    (``Result.trace``, written by ``Result.write_trace``). ``fabric`` defaults to the one
+    the compilation was planned for.
+    """
+    if isinstance(what, Compilation):
+        return Result(_simulate_compilation(what, inputs, seed, fabric, max_seconds, trace))
+    config = None if fabric is None else _fabric(fabric)
+    module_path = find_module(Path(what))
+    module = load_module(module_path, config)
+    ref_path, program = load_reference(module, module_path)
+    data = _inputs(program, inputs, seed)
+    return Result(run_module(module, program, data, config=config, module_path=module_path,
+                             reference=ref_path, max_seconds=max_seconds, trace=trace))
+
+
+def _inputs(program: Program, inputs: Mapping[str, np.ndarray] | None, seed: int
+            ) -> dict[str, np.ndarray]:
+    if inputs is None:
+        return make_inputs(program, seed=seed)
+    return check_inputs(program.graph, {k: np.asarray(v) for k, v in inputs.items()})
+
+
+def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | None, seed: int,
+                          fabric: str | FabricConfig | None, max_seconds: float,
+                          trace: bool = False) -> RunOutcome:
+    config = c.fabric if fabric is None else _fabric(fabric)
+    # simulate exactly the text dtg-codegen prints, parsed again as a file would be
+    module: PeModule
+    module, locations = parse_module_text(module_text(c), f"<{c.module.name}.pe>"
+                                          if c.module else "<module>")
+    check_budget(module, locations)
+    verify_module(module, config, locations=locations)
+    data = _inputs(c.program, inputs, seed)
+    outcome = run_module(module, c.program, data, config=config, max_seconds=max_seconds,
+                         trace=trace)
+    bound = mapping_bound(c.program.model, c.mapping, config,
+                          data={**outcome.inputs, **outcome.expected})
+    return RunOutcome(outcome.module, None, None, outcome.inputs, outcome.expected,
+                      outcome.result, outcome.comparison, bound)

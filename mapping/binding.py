@@ -1,0 +1,64 @@
+"""Parameters shared by a program and its mapping: ``--param`` values go to whichever
+declares them, and the mapping's isl text gets the program's sizes and its own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dtg.lair import ast
+from dtg.lair.diagnostics import SpecializationError
+from dtg.lair.specialize import Binding, file_bindings
+from dtg.mapping.spec import MappingSpec, bind_mapping
+
+
+def program_parameters(module: ast.Module) -> set[str]:
+    """The names a program's ``--param`` may bind: node parameters and ``let`` names."""
+    names = {p.name for n in module.nodes for p in n.size_params}
+    names |= {p.name for n in module.nodes for p in n.type_params}
+    return names | {let.name for let in module.lets}
+
+
+def split_params(module: ast.Module, spec: MappingSpec, params: Mapping[str, Binding]
+                 ) -> tuple[dict[str, Binding], dict[str, int]]:
+    """``params`` split into the program's and the mapping's; a name neither declares,
+    or a type bound to a mapping parameter, is an error."""
+    ours = {p.name for p in spec.params}
+    theirs = program_parameters(module)
+    for_program: dict[str, Binding] = {}
+    for_mapping: dict[str, int] = {}
+    for name, value in params.items():
+        if name in theirs:
+            for_program[name] = value
+        if name in ours:
+            if not isinstance(value, int):
+                raise SpecializationError(f"--param {name}={value}: the mapping's parameter "
+                                          f"'{name}' takes an integer")
+            for_mapping[name] = value
+        if name not in theirs and name not in ours:
+            listed = "; ".join(
+                f"{who}: {', '.join(sorted(names))}" for who, names in
+                (("program", theirs), ("mapping", ours)) if names) or "none declared"
+            raise SpecializationError(f"--param {name}: neither the program nor the mapping "
+                                      f"has a parameter named '{name}' ({listed})")
+    return for_program, for_mapping
+
+
+def sizes(module: ast.Module, params: Mapping[str, Binding]) -> dict[str, int]:
+    """The integer sizes a program is specialized with: its ``let`` values, overridden by
+    ``params``."""
+    values: dict[str, Binding] = {k: v for k, (v, _) in file_bindings(module).items()}
+    values.update(params)
+    return {k: v for k, v in values.items() if isinstance(v, int)}
+
+
+def bound_mapping(module: ast.Module, spec: MappingSpec, params: Mapping[str, Binding]
+                  ) -> MappingSpec:
+    """The mapping with every parameter's value written in (``params`` as given on the
+    command line, for both program and mapping)."""
+    for_program, for_mapping = split_params(module, spec, params)
+    clash = sorted({p.name for p in spec.params} & program_parameters(module))
+    if clash:
+        raise SpecializationError(
+            f"the mapping declares '{clash[0]}', which is also a parameter of the program; "
+            "use the program's parameter or another name", spec.params[0].loc)
+    return bind_mapping(spec, {**sizes(module, for_program), **for_mapping})
