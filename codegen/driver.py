@@ -19,18 +19,20 @@ from typing import Any
 
 from dtg.codegen import peprint
 from dtg.codegen.batching import ARRIVAL_MODES
+from dtg.codegen.bound import mapping_bound
 from dtg.codegen.pipeline import STAGES, Compilation, compile_mapping
 from dtg.codegen.report import compile_report, program_report
 from dtg.lair import ast
 from dtg.lair.cli import ArgumentParser, report_header, run_guarded
-from dtg.lair.diagnostics import InputError, LimitError
-from dtg.lair.files import check_writable_target, write_atomically
+from dtg.lair.diagnostics import CompilerBug, DtgError, InputError, LimitError
+from dtg.lair.files import check_new_file, check_writable_target, write_atomically
 from dtg.lair.frontend import Program, from_source
 from dtg.lair.limits import MAX_INPUT_BYTES
 from dtg.lair.parser import parse, parse_file
 from dtg.lair.printer import format_module
 from dtg.lair.specialize import Binding, parse_param
-from dtg.mapping.binding import bound_mapping, split_params
+from dtg.mapping.binding import bound_mapping, program_parameters, split_params
+from dtg.mapping.direction import Tiling, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
 from dtg.pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
@@ -79,17 +81,75 @@ def mapping_file(program_path: str | Path, mapping_path: str | Path | None) -> P
     return path
 
 
-def load_both(source: ast.Module, spec: MappingSpec | None, params: dict[str, Binding]
-              ) -> tuple[Program, Mapping | None]:
+def load_both(source: ast.Module, spec: MappingSpec | None, params: dict[str, Binding],
+              fabric: FabricConfig | None = None) -> tuple[Program, Mapping | None]:
     """The program and its validated mapping, each given the parameters it declares
-    (a name neither declares is an error); without a spec, all go to the program."""
+    (a name neither declares is an error); without a spec, all go to the program. A
+    direction-only placement gets its best-ranked tiling (by ``fabric``'s costs)."""
+    program, choices = load_choices(source, spec, params, fabric)
+    return program, choices[0][0][0] if choices else None
+
+
+Group = list[tuple[Mapping, Tiling | None]]
+"""Candidates that rank the same: simulation decides between them."""
+
+
+def load_choices(source: ast.Module, spec: MappingSpec | None, params: dict[str, Binding],
+                 fabric: FabricConfig | None = None) -> tuple[Program, list[Group]]:
+    """As :func:`load_both`, with every tiling of a direction-only placement that
+    validates, in groups of equal rank, best first (one mapping otherwise)."""
     if spec is None:
-        return from_source(source, params), None
+        return from_source(source, params), []
     for_program, _ = split_params(source, spec, params)
     program = from_source(source, for_program)
-    return program, validate_mapping(bound_mapping(source, spec, params), program.model)
+    bound = bound_mapping(source, spec, params)
+    if not bound.direction:
+        return program, [[(validate_mapping(bound, program.model), None)]]
+    model = program.model
+    ranked = candidates(bound, model,
+                        lambda m: mapping_bound(model, m, fabric or FabricConfig()).cycles)
+    groups: list[Group] = []
+    for k, choice in enumerate(ranked):
+        if k and choice.rank == ranked[k - 1].rank:
+            groups[-1].append((choice.mapping, choice.tiling))
+        else:
+            groups.append([(choice.mapping, choice.tiling)])
+    return program, groups
 
 
+def compile_choices(program: Program, groups: list[Group], **options: Any) -> Compilation:
+    """Compile with the best mapping the back end can realize: a written mapping as it
+    is; for a direction-only placement, the group of best rank of which any compiles,
+    and in it the tiling that simulates fastest (random integer inputs, seed 0). The
+    first error when nothing compiles."""
+    first: DtgError | None = None
+    for group in groups:
+        compiled: list[tuple[Compilation, Tiling | None]] = []
+        for mapping, tiling in group:
+            try:
+                compiled.append((compile_mapping(program, mapping, **options), tiling))
+            except DtgError as err:
+                if len(groups) == 1 and len(group) == 1:
+                    raise
+                first = first or err
+        if len(compiled) == 1 or (compiled and options.get("stop", "code") != "code"):
+            return compiled[0][0]
+        if compiled:
+            return min(compiled, key=lambda ct: _simulated_cycles(ct[0]))[0]
+    assert first is not None
+    raise first
+
+
+def _simulated_cycles(c: Compilation) -> int:
+    """Cycles of a compiled module on random integer inputs (to choose a tiling)."""
+    from dtg.pesim.run import make_inputs, run_module
+
+    assert c.module is not None
+    outcome = run_module(c.module, c.program, make_inputs(c.program), config=c.fabric)
+    if not outcome.comparison.verified:  # (never: the compiler computes the program)
+        raise CompilerBug(f"a candidate tiling computes something else: "
+                                    f"{outcome.comparison.mismatch}")
+    return outcome.result.cycles
 STDIN = "-"
 """The program argument that reads the program from standard input."""
 
@@ -121,8 +181,7 @@ def compile_file(program_path: str | Path, mapping_path: str | Path | None = Non
     if source is None:
         source = read_program(program_path)
     spec = parse_mapping_file(mapping_file(program_path, mapping_path))
-    program, mapping = load_both(source, spec, params)
-    assert mapping is not None
+    program, groups = load_choices(source, spec, params, fabric)
     reference = None
     stem = "stdin"
     if str(program_path) != STDIN:
@@ -130,7 +189,7 @@ def compile_file(program_path: str | Path, mapping_path: str | Path | None = Non
         reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
         stem = Path(program_path).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
-    return compile_mapping(program, mapping, stop=stop, simd=simd, name=name,
+    return compile_choices(program, groups, stop=stop, simd=simd, name=name,
                            reference=reference, params=tuple(params.items()), arrival=arrival,
                            fabric=fabric)
 
@@ -171,16 +230,17 @@ def _stage_text(stage: str, c: Compilation) -> str:
 
 def output_target(path: str, program: str, stage: str = "code") -> Path | None:
     """Where ``-o`` writes, checked before compiling: nothing for ``-`` (standard
-    output); the file itself where ``path`` is an existing file or has a suffix;
-    otherwise a directory (made if missing) and ``<program>.pe`` in it
-    (``<program>.<stage>.txt`` for the other stages)."""
+    output); into a directory where ``path`` is one (through a link too) or ends in a
+    separator; the file itself where it exists or has a suffix; otherwise into a
+    directory made for it: ``<program>.pe`` (``<program>.<stage>.txt`` for the other
+    stages)."""
     if path == "-":
         return None
     target = Path(path)
     what = f"the output of --emit={stage}"
-    named = target.suffix or target.is_symlink() or (target.exists() and not target.is_dir())
-    if named:
-        return check_writable_target(target, what)
+    if not (path.endswith(os.sep) or target.is_dir()) and (
+            target.suffix or target.is_symlink() or target.exists()):
+        return check_writable_target(target, what)  # a file, made or replaced
     stem = "stdin" if program == STDIN else Path(program).stem
     return check_writable_target(
         target / (f"{stem}.pe" if stage == "code" else f"{stem}.{stage}.txt"), what)
@@ -201,15 +261,19 @@ def run(args: argparse.Namespace) -> str:
         raise InputError("a program read from standard input needs its mapping: -m FILE.map")
     source = read_program(args.program)
     path = Path(args.mapping) if args.mapping else default_mapping_path(args.program)
-    # the mapping may bind parameters too; the stages before it need it only for that
-    spec = parse_mapping_file(path) if args.mapping or path.exists() else None
+    # the mapping may bind parameters too; the stages before it read it only for that
+    early = args.emit in ("ast", "isl") and set(params) <= program_parameters(source)
+    spec = (parse_mapping_file(path) if (args.mapping or path.exists()) and not early
+            else None)
     for_program = params if spec is None else split_params(source, spec, params)[0]
     program = from_source(source, for_program)
     target = output_target(args.output, args.program, args.emit) if args.output else None
-    if args.report:
-        check_writable_target(args.report, "the report")
+    if args.report:  # (it may go into the directory -o makes)
+        made = target is not None and Path(args.report).parent.resolve() == \
+            target.parent.resolve()
+        (check_writable_target if made else check_new_file)(args.report, "the report")
     header = report_header("dtg-codegen", stage=args.emit, params=params,
-                           mapping=str(path) if spec is not None else None,
+                           mapping=str(path) if args.mapping or path.exists() else None,
                            fabric_preset=args.fabric, fabric_config=args.config,
                            simd=not args.no_simd, arrival=args.arrival)
     if args.emit in ("ast", "isl"):

@@ -331,6 +331,14 @@ class PeProgram:
     configs: tuple[SimdConfig, ...] = ()
     tasks: tuple[Task, ...] = ()
 
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of local arrays each of its PEs allocates."""
+        return sum(DTYPE_BYTES[a.dtype] * prod(a.shape) for a in self.arrays)
+
+
+DTYPE_BYTES = {"float16": 2, "float32": 4}
+
 
 @dataclass(frozen=True)
 class StreamIO:

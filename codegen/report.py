@@ -74,9 +74,9 @@ def compile_report(c: Compilation, header: dict[str, Any] | None = None) -> dict
     })
     if c.memory is not None:
         report["memory"] = memory
-        # the largest of the PEs' local memories: every array is allocated on every PE of
-        # its region, and regions overlap
-        report["memory_bytes_per_pe"] = sum(a.bytes for a in c.memory.arrays)
+    if c.module is not None:  # the largest local memory of a PE, landing arrays included
+        report["memory_bytes_per_pe"] = max((p.memory_bytes for p in c.module.programs),
+                                            default=0)
     return report
 
 

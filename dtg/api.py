@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from dtg.codegen.bound import Bound, mapping_bound
-from dtg.codegen.driver import load_both
+from dtg.codegen.driver import compile_choices, load_choices
 from dtg.codegen.peir import PeModule
 from dtg.codegen.peprint import module as print_module
-from dtg.codegen.pipeline import Compilation, compile_mapping
+from dtg.codegen.pipeline import Compilation
 from dtg.lair.diagnostics import InputError
 from dtg.lair.files import write_atomically
 from dtg.lair.frontend import Program, load_program, program_from_text
@@ -97,14 +97,13 @@ def compile(program: Source, mapping: Source | None = None, *, params: Params | 
     bound = dict(params or {})
     source = (parse(str(program), "<program>") if _is_text(program)
               else parse_file(Path(program)))
-    loaded, validated = load_both(source, _mapping_spec(program, mapping), bound)
-    assert validated is not None
+    chosen = _fabric(fabric)
+    loaded, groups = load_choices(source, _mapping_spec(program, mapping), bound, chosen)
     reference = None if _is_text(program) else str(Path(program).resolve())
     stem = "program" if _is_text(program) else Path(program).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
-    return compile_mapping(loaded, validated, simd=simd, name=name, reference=reference,
-                           params=tuple(bound.items()), arrival=arrival,
-                           fabric=_fabric(fabric))
+    return compile_choices(loaded, groups, simd=simd, name=name, reference=reference,
+                           params=tuple(bound.items()), arrival=arrival, fabric=chosen)
 
 
 def module_text(compilation: Compilation) -> str:

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
 from dtg.lair.diagnostics import Interrupted
-from dtg.lair.files import check_writable_target, write_atomically
+from dtg.lair.files import check_new_file, write_atomically
 from dtg.lair.specialize import Binding, parse_param
 from dtg.pesim.fabric import PRESETS
 
@@ -77,7 +77,7 @@ def sweep(args: argparse.Namespace) -> None:
     from dtg.sweep import points, run_sweep, write_rows
 
     if args.output:
-        check_writable_target(args.output, "the sweep's rows")
+        check_new_file(args.output, "the sweep's rows")
     program, maps = _shipped(args.program, args.map)
     values = dict(_values(p) for p in args.param)
     simd = {"on": (True,), "off": (False,), "both": (True, False)}[args.simd]
@@ -111,7 +111,7 @@ def _shipped(program: str, maps: list[str]) -> tuple[str, list[str | None]]:
     from dtg.catalog import example
 
     def resolve(name: str, part: str) -> str:
-        if Path(name).exists() or Path(name).suffix in (".lair", ".map"):
+        if Path(name).is_file() or Path(name).suffix in (".lair", ".map"):
             return name  # (a missing file is reported as such later)
         found = getattr(example(name), part)
         if found is None:
@@ -120,7 +120,7 @@ def _shipped(program: str, maps: list[str]) -> tuple[str, list[str | None]]:
 
     resolved = resolve(program, "program")
     chosen: list[str | None] = [resolve(m, "mapping") for m in maps]
-    if not maps and not Path(program).exists():
+    if not maps and not Path(program).is_file():
         chosen = [resolve(program, "mapping")]
     return resolved, chosen or [None]
 
@@ -175,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dtg.plot import plot_sweep
             from dtg.sweep import read_rows
 
+            check_new_file(args.output, "the picture")
             plot_sweep(read_rows(args.rows), args.output, title=args.title)
             print(f"wrote {args.output}")
         else:

@@ -11,33 +11,44 @@ point, so a test suite that has dtg installed has them without a conftest)::
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dtg.api import Result, compile, simulate
-from dtg.catalog import Example, example, examples
-from dtg.codegen.pipeline import Compilation
+if TYPE_CHECKING:
+    from dtg.catalog import Example
+
+# dtg is imported by the fixtures, not when pytest loads the plugin: a test session that
+# uses none of them pays nothing
 
 
 @pytest.fixture
 def dtg_example() -> Callable[[str], Example]:
     """``dtg_example(name)``: a shipped example (``dtg.example``)."""
+    from dtg.catalog import example
+
     return example
 
 
 @pytest.fixture
 def dtg_examples() -> list[Example]:
     """Every shipped example (``dtg.examples()``)."""
+    from dtg.catalog import examples
+
     return examples()
 
 
 @pytest.fixture
-def dtg_compile() -> Callable[..., Compilation]:
+def dtg_compile() -> Callable[..., Any]:
     """``dtg_compile(program, mapping=None, **options)``: ``dtg.compile``."""
-    return compile
+    from dtg.api import compile as compile_program
+
+    return compile_program
 
 
 @pytest.fixture
-def dtg_simulate() -> Callable[..., Result]:
+def dtg_simulate() -> Callable[..., Any]:
     """``dtg_simulate(compilation_or_module, **options)``: ``dtg.simulate``."""
+    from dtg.api import simulate
+
     return simulate

@@ -64,10 +64,21 @@ def points(program: str | Path, mappings: Sequence[str | Path | None],
         names = [n for n in values if n in theirs or n in declared[mapping]]
         for combo, use_simd, fabric in itertools.product(
                 itertools.product(*(values[n] for n in names)), simd, fabrics):
-            found.append(Point(len(found), str(program),
-                               None if mapping is None else str(mapping),
+            found.append(Point(len(found), str(Path(program).resolve()),
+                               None if mapping is None else str(Path(mapping).resolve()),
                                dict(zip(names, combo, strict=True)), use_simd, fabric, seed))
     return found
+
+
+def failed_row(point: Point, error: str | None = None) -> Row:
+    """The row of a point with nothing measured (yet): status error."""
+    row: Row = {"index": point.index, "program": point.program, "mapping": point.mapping}
+    row.update({f"param.{k}": v for k, v in point.params.items()})
+    row.update({"simd": point.simd, "fabric": point.fabric, "seed": point.seed,
+                "status": "error", "verified": False, "cycles": None, "bound": None,
+                "ratio": None, "pes": None, "compile_ms": None, "sim_seconds": None,
+                "error": error})
+    return row
 
 
 def run_point(point: Point) -> Row:
@@ -75,12 +86,7 @@ def run_point(point: Point) -> Row:
     from dtg.api import compile as compile_program
     from dtg.api import simulate
 
-    row: Row = {"index": point.index, "program": point.program, "mapping": point.mapping}
-    row.update({f"param.{k}": v for k, v in point.params.items()})
-    row.update({"simd": point.simd, "fabric": point.fabric, "seed": point.seed,
-                "status": "error", "verified": False, "cycles": None, "bound": None,
-                "ratio": None, "pes": None, "compile_ms": None, "sim_seconds": None,
-                "error": None})
+    row = failed_row(point)
     t0 = time.perf_counter()
     try:
         c = compile_program(point.program, point.mapping, params=point.params, simd=point.simd,
@@ -103,13 +109,16 @@ def run_point(point: Point) -> Row:
 
 
 def run_sweep(todo: Sequence[Point], *, scheduler: str | None = None,
-              workers: int | None = None, on_row: Callable[[Row], None] | None = None
+              workers: int | None = None, on_row: Callable[[Row], None] | None = None,
+              run: Callable[[Point], Row] = run_point, connect_seconds: float = 10
               ) -> list[Row]:
     """Run every point on Dask: on the cluster at ``scheduler``, else on a local cluster
     of ``workers`` processes (default: one per core); ``workers=0`` runs them here, one
     after another. Rows come back in the points' order; ``on_row`` sees each as it
     finishes. Ctrl-C stops the sweep; the rows finished so far are then kept in the
-    ``KeyboardInterrupt``'s ``rows`` attribute."""
+    ``KeyboardInterrupt``'s ``rows`` attribute. A point whose worker dies gets an
+    error row. ``run`` is what runs a point (for tests); ``connect_seconds`` how long to
+    try reaching ``scheduler``."""
     rows: list[Row] = []
 
     def done(row: Row) -> None:
@@ -120,9 +129,9 @@ def run_sweep(todo: Sequence[Point], *, scheduler: str | None = None,
     try:
         if workers == 0 and scheduler is None:
             for point in todo:
-                done(run_point(point))
+                done(run(point))
         else:
-            _on_dask(todo, scheduler, workers, done)
+            _on_dask(todo, scheduler, workers, done, run, connect_seconds)
     except KeyboardInterrupt as stop:
         stop.rows = sorted(rows, key=lambda r: r["index"])  # type: ignore[attr-defined]
         raise
@@ -130,22 +139,35 @@ def run_sweep(todo: Sequence[Point], *, scheduler: str | None = None,
 
 
 def _on_dask(todo: Sequence[Point], scheduler: str | None, workers: int | None,
-             done: Callable[[Row], None]) -> None:
+             done: Callable[[Row], None], run: Callable[[Point], Row],
+             connect_seconds: float) -> None:
     from dask.distributed import Client, LocalCluster, as_completed
 
-    if scheduler is not None:
-        client = Client(scheduler)
-        cluster = None
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
-        client = Client(cluster)
+    from dtg.lair.diagnostics import InputError
+
+    cluster = client = None
     try:
-        futures = client.map(run_point, list(todo), pure=False)
+        if scheduler is not None:
+            try:
+                client = Client(scheduler, timeout=f"{connect_seconds}s")
+            except OSError as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler "
+                                 f"there ({exc})") from None
+        else:
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
+            client = Client(cluster)
+        futures = client.map(run, list(todo), pure=False)
+        point_of = {f.key: p for f, p in zip(futures, todo, strict=True)}
         for future in as_completed(futures):
-            done(future.result())
+            try:
+                done(future.result())
+            except Exception as exc:  # the worker died (killed, out of memory): its row
+                done(failed_row(point_of[future.key], f"the worker running this point "
+                                f"failed: {type(exc).__name__}: {exc}"))
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if cluster is not None:
             cluster.close()
 
@@ -175,8 +197,30 @@ def read_rows(path: str | Path) -> list[Row]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"not a sweep row (JSON lines, as dtg sweep -o writes): "
                              f"{err.msg}", SourceLoc(str(path), number, err.colno)) from None
+        problem = _row_problem(row)
+        if problem is not None:
+            raise InputError(f"not a sweep row (JSON lines, as dtg sweep -o writes): {problem}",
+                             SourceLoc(str(path), number, 1))
+        rows.append(row)
     return rows
+
+
+ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "program": (str,), "status": (str,), "verified": (bool,), "cycles": (int, type(None)),
+    "bound": (int, type(None)), "error": (str, type(None)),
+}
+
+
+def _row_problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    for key, types in ROW_TYPES.items():
+        if key not in row:
+            return f"no '{key}'"
+        if not isinstance(row[key], types) or (isinstance(row[key], bool) and bool not in types):
+            return f"'{key}' is {json.dumps(row[key])[:40]}"
+    return None

@@ -20,12 +20,22 @@ from typing import IO
 from dtg.lair.diagnostics import InputError
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system says it
+    (Linux's /proc), else by setting and restoring it once."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def file_mode() -> int:
     """The mode a new file gets under the user's umask (temporary files start as 0600,
     so the mode is set explicitly)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~_umask()
 
 
 def check_writable_target(path: str | os.PathLike[str], what: str) -> Path:
@@ -47,6 +57,16 @@ def check_writable_target(path: str | os.PathLike[str], what: str) -> Path:
         raise InputError(f"cannot write {what} {path}: it is not a regular file (a device, "
                          "pipe or socket)")
     return path
+
+
+def check_new_file(path: str | os.PathLike[str], what: str) -> Path:
+    """:func:`check_writable_target`, and the directory it goes into must exist: for
+    files named on the command line, checked before any work is done."""
+    target = check_writable_target(path, what)
+    parent = target.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot write {what} {target}: the directory {parent} does not exist")
+    return target
 
 
 def write_atomically(path: str | os.PathLike[str],

@@ -56,9 +56,19 @@ def bound_mapping(module: ast.Module, spec: MappingSpec, params: Mapping[str, Bi
     """The mapping with every parameter's value written in (``params`` as given on the
     command line, for both program and mapping)."""
     for_program, for_mapping = split_params(module, spec, params)
-    clash = sorted({p.name for p in spec.params} & program_parameters(module))
-    if clash:
-        raise SpecializationError(
-            f"the mapping declares '{clash[0]}', which is also a parameter of the program; "
-            "use the program's parameter or another name", spec.params[0].loc)
+    theirs = program_parameters(module)
+    if spec.direction:
+        from dtg.mapping.direction import TILE_PARAMETERS
+
+        for name in TILE_PARAMETERS:
+            if name in theirs:
+                raise SpecializationError(
+                    f"the program has a parameter '{name}', which a direction-only placement "
+                    f"uses for the tiling it chooses ({', '.join(TILE_PARAMETERS)}); rename "
+                    "it or give the placement in full", spec.placement.loc)
+    for param in spec.params:
+        if param.name in theirs:
+            raise SpecializationError(
+                f"the mapping declares '{param.name}', which is also a parameter of the "
+                "program; use the program's parameter or another name", param.loc)
     return bind_mapping(spec, {**sizes(module, for_program), **for_mapping})

@@ -41,6 +41,7 @@ TERMINALS = {
     "KIND": "'sparse', 'dense' or 'resident'",
     "ISL": "isl text in braces",
     "NAME": "a tensor or parameter name",
+    "DIRECTION_ONLY": "'direction'",
     "INT": "an integer",
     "$END": "end of file",
 }
@@ -79,6 +80,7 @@ class MappingSpec:
     tensors: tuple[TensorSpec, ...]
     file: str = field(default="<string>", compare=False)
     params: tuple[MapParam, ...] = ()
+    direction: bool = False  # the placement gives directions only (mapping/direction.py)
 
     def spec(self, tensor: str) -> TensorSpec | None:
         for s in self.tensors:
@@ -90,7 +92,8 @@ class MappingSpec:
 def format_spec(spec: MappingSpec) -> str:
     lets = ", ".join(f"{p.name} = {p.default}" for p in spec.params)
     lines = [f"let {lets}"] if lets else []
-    lines += [f"rectangle {spec.rectangle.text}", f"placement {spec.placement.text}"]
+    placement = "placement direction" if spec.direction else "placement"
+    lines += [f"rectangle {spec.rectangle.text}", f"{placement} {spec.placement.text}"]
     for t in spec.tensors:
         rel = f" {t.relation.text}" if t.relation else ""
         lines.append(f"{t.direction} {t.tensor} {t.kind}{rel}")
@@ -128,6 +131,7 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
         raise
     rectangle: IslText | None = None
     placement: IslText | None = None
+    direction = False
     tensors: dict[str, TensorSpec] = {}
     params: dict[str, MapParam] = {}
     for kind, value in entries:
@@ -145,8 +149,8 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
         elif kind == "placement":
             if placement is not None:
                 raise MappingError(f"second 'placement' entry (first at {placement.loc})",
-                                   value.loc)
-            placement = value
+                                   value[0].loc)
+            placement, direction = value
         else:
             if value.tensor in tensors:
                 raise MappingError(
@@ -168,30 +172,81 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
         raise MappingError("no 'placement' entry; expected e.g. "
                            "'placement { S[i, j] -> PE[j, i] }'", end)
     return MappingSpec(rectangle, placement, tuple(tensors.values()), file,
-                       tuple(params.values()))
+                       tuple(params.values()), direction)
 
 
-NAME_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+TOKEN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_']*)|(?P<number>[0-9]+)|(?P<op>//|->|\S)")
+ISL_WORDS = frozenset({"and", "or", "not", "mod", "exists", "floor", "ceil", "min", "max",
+                       "implies", "xor", "true", "false", "infty", "NaN", "rat", "div"})
+"""Words of isl's syntax: not parameter names."""
 
 
 def _substitute(text: IslText, values: Mapping[str, int]) -> IslText:
-    """``text`` with every bound name that is not a tuple name replaced by its value
-    (padded to the name's width where the value is shorter, so that error columns
-    still point at what was written)."""
+    """``text`` with every bound name replaced by its value, except as a tuple name.
+
+    A bound name where isl declares a variable (alone as an element of a relation's
+    domain tuple, on the left of a range ``N = 0:7``, in an ``exists`` list) would
+    silently become a constant:
+    that is an error, as is a divisor that is not positive. Beside another term, the
+    value is multiplied explicitly (``2 TI`` becomes ``2*8``). Values shorter than the
+    name are padded, so that error columns still point at what was written."""
+    tokens = [(m.start(), m.end(), m.lastgroup, m.group()) for m in TOKEN.finditer(text.text)]
+    # a tuple followed by '->' is the domain of a relation: its lone names are variables
+    domain: set[int] = set()  # token indices of the '[' of domain tuples
+    pending: list[int] = []
+    for k, token in enumerate(tokens):
+        if token[3] in "[(":
+            pending.append(k)
+        elif token[3] in "])" and pending:
+            opening = pending.pop()
+            if k + 1 < len(tokens) and tokens[k + 1][3] == "->":
+                domain.add(opening)
     parts: list[str] = []
     last = 0
-    for m in NAME_TOKEN.finditer(text.text):
-        name = m.group()
-        value = values.get(name)
-        rest = text.text[m.end():].lstrip()
-        if value is None or rest.startswith("["):
+    opened: list[tuple[str, int]] = []  # brackets that are open and where, innermost last
+    declaring = -1  # depth of an 'exists (' list, until its ':'
+
+    def loc(offset: int) -> SourceLoc:
+        return offset_loc(text.loc, text.text, offset)
+
+    for k, (start, end, kind, word) in enumerate(tokens):
+        before = tokens[k - 1] if k else None
+        after = tokens[k + 1] if k + 1 < len(tokens) else None
+        if kind == "op":
+            if word in "[({":
+                opened.append((word, k))
+                if word == "(" and before is not None and before[3] == "exists":
+                    declaring = len(opened)
+            elif word in "])}" and opened:
+                opened.pop()
+            elif word == ":" and declaring == len(opened):
+                declaring = -1
             continue
-        before = text.text[m.start() - 1] if m.start() else " "
-        if before.isalnum() or before == "_":
+        if kind != "name" or word not in values:
             continue
+        if after is not None and after[3] == "[":
+            continue  # a tuple name
+        alone = (opened and opened[-1][1] in domain and before is not None
+                 and before[3] in "[," and after is not None and after[3] in ",]")
+        ranged = after is not None and after[3] == "=" and bool(opened) and opened[-1][0] == "["
+        if alone or ranged or declaring == len(opened):
+            raise MappingError(
+                f"'{word}' is a parameter, but isl would read it here as a variable of its "
+                f"own; rename the variable, or write ({word}) where its value is meant",
+                loc(start))
+        value = values[word]
+        if before is not None and before[3] in ("//", "/", "mod") and value <= 0:
+            raise MappingError(f"'{word}' = {value} divides here; a divisor must be positive",
+                               loc(start))
         shown = str(value) if value >= 0 else f"({value})"
-        parts += [text.text[last:m.start()], shown.ljust(len(name))]
-        last = m.end()
+        if before is not None and (before[2] == "number" or before[3] == ")" or (
+                before[2] == "name" and before[3] not in ISL_WORDS)):
+            shown = "*" + shown
+        if after is not None and (after[2] == "number" or after[3] == "(" or (
+                after[2] == "name" and after[3] not in ISL_WORDS)):
+            shown += "*"
+        parts += [text.text[last:start], shown.ljust(len(word))]
+        last = end
     if not parts:
         return text
     return IslText("".join(parts) + text.text[last:], text.loc)
@@ -231,14 +286,17 @@ class _ToSpec(Transformer[Token, Any]):
 
     def binding(self, meta: Any, children: list[Token]) -> MapParam:
         name, value = children
-        return MapParam(str(name), int(value),
-                        SourceLoc(self.file, name.line or 1, name.column or 1))
+        loc = SourceLoc(self.file, name.line or 1, name.column or 1)
+        if str(name) in ISL_WORDS:
+            raise MappingError(f"'{name}' is a word of isl's syntax; a parameter needs "
+                               "another name", loc)
+        return MapParam(str(name), int(value), loc)
 
     def rectangle(self, meta: Any, children: list[Token]) -> tuple[str, IslText]:
         return ("rectangle", self._isl(children[0]))
 
-    def placement(self, meta: Any, children: list[Token]) -> tuple[str, IslText]:
-        return ("placement", self._isl(children[0]))
+    def placement(self, meta: Any, children: list[Token]) -> tuple[str, tuple[IslText, bool]]:
+        return ("placement", (self._isl(children[-1]), len(children) == 2))
 
     def tensor_spec(self, meta: Any, children: list[Token]) -> tuple[str, TensorSpec]:
         direction, name, kind, *rest = children

@@ -166,7 +166,7 @@ def _multi_valued(rel: isl.Map) -> isl.Set:
 
 def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
     """Check every rule of the mapping spec against ``model``; raise :class:`MappingError`."""
-    width, height = _rectangle(spec.rectangle)
+    width, height = rectangle_size(spec.rectangle)
     rect = box_set(PE, ["x", "y"], [width, height])
     placement = _placement(spec.placement, model, rect)
     streams: list[Stream] = []
@@ -202,7 +202,8 @@ def validate_mapping(spec: MappingSpec, model: PolyModel) -> Mapping:
     return Mapping(width, height, placement, tuple(streams), tuple(resident), spec.file, locs)
 
 
-def _rectangle(text: IslText) -> tuple[int, int]:
+def rectangle_size(text: IslText) -> tuple[int, int]:
+    """Columns and rows of the rectangle ``{ PE[w, h] }``."""
     rect = _parse(isl.Set, text, "rectangle")
     assert isinstance(rect, isl.Set)
     single = "the rectangle must be a single point PE[columns, rows], e.g. { PE[4, 5] }"

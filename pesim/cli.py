@@ -26,7 +26,7 @@ from rich.console import Console
 
 from dtg.lair.cli import ArgumentParser, UsageError, report_header, run_guarded
 from dtg.lair.diagnostics import DtgError, Interrupted, SimulationError
-from dtg.lair.files import check_writable_target, write_atomically
+from dtg.lair.files import check_new_file, write_atomically
 from dtg.lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from dtg.lair.specialize import parse_param
 from dtg.pesim.fabric import add_fabric_arguments, chosen_fabric
@@ -145,11 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--inputs and --seed exclude each other: the seed only makes "
                              "random inputs")
         if args.report:
-            check_writable_target(args.report, "the report")
+            check_new_file(args.report, "the report")
         for path, what in ((args.outputs, "the outputs"), (args.trace, "the trace"),
                            (args.heatmap, "the heatmap")):
             if path:
-                check_writable_target(path, what)
+                check_new_file(path, what)
         show = not args.quiet and sys.stderr.isatty()
         lair = Path(args.module).suffix == ".lair"
         header = report_header(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,7 @@ def pe_key(pe: tuple[int, int]) -> str:
 
 def memory_bytes(module: PeModule) -> dict[str, int]:
     """Bytes of local arrays of each program (what one of its PEs allocates)."""
-    size = {"float16": 2, "float32": 4}
-    return {p.name: sum(size[a.dtype] * math.prod(a.shape) for a in p.arrays)
-            for p in module.programs}
+    return {p.name: p.memory_bytes for p in module.programs}
 
 
 def pe_entry(stats: PeStats, memory: int = 0) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ def test_csv_rows(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
 
 def test_plot_of_a_file_that_is_not_rows(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "rows.jsonl"
-    bad.write_text('{"index": 0}\nnot json\n')
+    good = ('{"program": "p", "status": "error", "verified": false, "cycles": null, '
+            '"bound": null, "error": "e"}')
+    bad.write_text(good + "\nnot json\n")
     result = cli(main, "plot", bad, "-o", tmp_path / "p.png")
     assert result.status == 1
     assert result.err.startswith(f"{bad}:2:1: error: not a sweep row")
@@ -86,3 +89,49 @@ def test_rows_are_json_lines(tmp_path: Path) -> None:
 
     text = write_rows(tmp_path / "r.jsonl", rows)
     assert [json.loads(line) for line in text.splitlines()] == rows
+
+
+def test_a_dead_worker_does_not_end_the_sweep() -> None:
+    import dask
+    from sweep_support import dies_on_the_second
+
+    todo = points(GEMV, [TILED], {"TI": [4, 8, 16]})
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        rows = run_sweep(todo, workers=1, run=dies_on_the_second)
+    # every point has its row; the one that killed its worker, and any that were on that
+    # worker then (Dask retries them elsewhere unless allowed-failures is 0), are errors
+    assert [r["index"] for r in rows] == [0, 1, 2]
+    assert rows[1]["status"] == "error"
+    for r in rows:
+        assert r["status"] == "verified" or "the worker running this point failed: " \
+            "KilledWorker" in r["error"]
+
+
+def test_an_unreachable_scheduler_is_a_user_error() -> None:
+    from dtg.lair.diagnostics import InputError
+
+    with pytest.raises(InputError, match=re.escape("--scheduler tcp://127.0.0.1:9: cannot "
+                                                   "reach a Dask scheduler there")):
+        run_sweep(points(GEMV, [None], {}), scheduler="tcp://127.0.0.1:9", connect_seconds=1)
+
+
+def test_rows_into_a_missing_directory_fail_before_the_sweep(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(main, "sweep", GEMV, "-o", tmp_path / "nodir" / "rows.jsonl", "-q")
+    assert result.status == 1
+    assert "the directory" in result.err and "does not exist" in result.err
+
+
+@pytest.mark.parametrize("line", ['[1, 2]', '{"cycles": 5}', '{"program": "p", "status": "x", '
+                                  '"verified": true, "cycles": "5", "bound": null, "error": null}'])
+def test_rows_that_are_json_but_not_rows(tmp_path: Path, cli, line: str) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "rows.jsonl"
+    bad.write_text(line + "\n")
+    result = cli(main, "plot", bad, "-o", tmp_path / "p.png")
+    assert result.status == 1
+    assert result.err.startswith(f"{bad}:1:1: error: not a sweep row")
+
+
+def test_a_directory_does_not_hide_an_example(tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "gemv").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert cli(main, "sweep", "gemv", "--workers", "0", "-q").status == 0

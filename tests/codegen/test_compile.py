@@ -99,7 +99,7 @@ def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     assert same(isl.Map(y["offset"]), isl.Map("[PE_Y] -> { y[i] -> y_local[-8PE_Y + i] }"))
     assert {t["kind"] for t in data["tasks"]} == {"compute", "communication", "init"}
     assert "compile_seconds" not in data  # (identical compiles give identical reports)
-    assert data["memory_bytes_per_pe"] == sum(a["bytes"] for a in data["memory"])
+    assert "memory_bytes_per_pe" not in data  # (known with the code: landing arrays too)
     assert compile_report(ff())["memory"] == data["memory"]
     (x,) = data["flows"]["inputs"]
     assert (x["tensor"], x["side"], x["route"]) == ("x", "N", "adapters")

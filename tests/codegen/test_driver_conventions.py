@@ -96,3 +96,32 @@ def test_files_follow_the_umask(tmp_path: Path, cli) -> None:  # type: ignore[no
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "m.pe").stat().st_mode) == 0o640
+
+
+def test_directories_as_output(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    dotted = tmp_path / "out.d"
+    dotted.mkdir()
+    assert cli(main, GEMV, "-o", dotted).status == 0
+    assert (dotted / "gemv.pe").exists()
+    link = tmp_path / "linkdir"
+    link.symlink_to(dotted)
+    assert cli(main, GEMV, "--emit=simd", "-o", link).status == 0
+    assert (dotted / "gemv.simd.txt").exists()
+    assert cli(main, GEMV, "-o", f"{tmp_path / 'new.d'}{os.sep}").status == 0
+    assert (tmp_path / "new.d" / "gemv.pe").exists()
+
+
+def test_report_into_a_missing_directory_fails_first(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(main, GEMV, "-o", tmp_path / "made", "--report", tmp_path / "no" / "r.json")
+    assert result.status == 1
+    assert "the directory" in result.err and "does not exist" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_early_stages_need_no_mapping_unless_it_binds_a_parameter(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    program = tmp_path / "g.lair"
+    program.write_text(GEMV.read_text())
+    (tmp_path / "g.map").write_text("this is not a mapping\n")
+    assert cli(main, program, "--emit=ast", "--param", "M=8").status == 0
+    result = cli(main, program, "--emit=ast", "--param", "TI=8")
+    assert result.status == 1 and result.err.startswith(f"{tmp_path / 'g.map'}:1:1:")

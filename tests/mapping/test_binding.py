@@ -8,7 +8,7 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import compile_file, main
-from dtg.lair.diagnostics import SpecializationError
+from dtg.lair.diagnostics import SourceLoc, SpecializationError
 from dtg.lair.parser import parse_file
 from dtg.mapping.binding import bound_mapping
 from dtg.mapping.spec import IslText, MapParam, _substitute, parse_mapping, parse_mapping_file
@@ -98,3 +98,48 @@ def test_the_parameters_print_and_parse_again() -> None:
     from dtg.mapping.spec import format_spec
 
     assert parse_mapping(format_spec(spec)) == spec
+
+
+@pytest.mark.parametrize(("text", "column"), [
+    ("{ ff[TI, j] -> PE[j//8, 0] }", 6),         # a tuple element declares a variable
+    ("{ x[TI = 0:3] -> [PE[0, -1] -> index[TI]] }", 5),  # the left of a range
+    ("{ [i] : exists (TI : i = 2TI) }", 17),     # an exists list
+    ("{ [PE[0, TI] -> index[i]] -> x[i] }", 10),  # in a nested domain
+])
+def test_a_parameter_where_isl_declares_a_variable_is_an_error(text: str, column: int) -> None:
+    with pytest.raises(Exception, match="'TI' is a parameter, but isl would read it here as a "
+                                        "variable") as err:
+        _substitute(IslText(text, SourceLoc("m.map", 3, 1)), {"TI": 8})
+    assert str(err.value).startswith(f"m.map:3:{column}:")
+
+
+def test_a_lone_name_outside_a_domain_is_its_value() -> None:
+    assert _substitute(IslText("{ ff[i, j] -> PE[j, TI] }"), {"TI": 8}).text == \
+        "{ ff[i, j] -> PE[j, 8 ] }"
+    assert _substitute(IslText("{ PE[N, K] }"), {"N": 4, "K": 2}).text == "{ PE[4, 2] }"
+
+
+def test_products_are_written_out_and_words_left_alone() -> None:
+    values = {"TI": 8, "N": 16}
+    assert _substitute(IslText("{ [i] -> [2TI + 2 TI + TI i] }"), values).text == \
+        "{ [i] -> [2*8 + 2 *8 + 8* i] }"
+    assert _substitute(IslText("{ [i] -> [(TI)] : i mod TI < N and N > 0 }"), values).text == \
+        "{ [i] -> [(8 )] : i mod 8  < 16 and 16 > 0 }"
+
+
+def test_a_divisor_must_be_positive() -> None:
+    with pytest.raises(Exception, match="'TJ' = 0 divides here; a divisor must be positive"):
+        _substitute(IslText("{ [i] -> [i//TJ] }"), {"TJ": 0})
+
+
+def test_isl_words_are_not_parameter_names() -> None:
+    with pytest.raises(Exception, match="'mod' is a word of isl's syntax"):
+        parse_mapping("let mod = 4\n")
+
+
+def test_the_clash_is_located_at_the_clashing_name() -> None:
+    spec = parse_mapping("let TI = 8, TJ = 4, N = 16\nrectangle { PE[1, 1] }\n"
+                         "placement { gemv[i, j] -> PE[0, 0] }\n", "c.map")
+    with pytest.raises(SpecializationError) as err:
+        bound_mapping(parse_file(GEMV), spec, {})
+    assert str(err.value).startswith("c.map:1:21: error: the mapping declares 'N'")

@@ -54,3 +54,12 @@ def test_moved_module_finds_its_reference(tmp_path: Path, cli, monkeypatch) -> N
     assert cli(main, moved, "-q", "-I", tmp_path).status == 1
     monkeypatch.setenv("DTG_PATH", str(EXAMPLES / "gemv"))
     assert cli(main, moved, "-q").status == 0
+
+
+def test_a_picture_into_a_missing_directory_fails_before_anything_is_written(
+        tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    report, outputs = tmp_path / "r.json", tmp_path / "o.npz"
+    result = cli(main, EXAMPLES / "gemv" / "gemv.lair", "--report", report, "--outputs", outputs,
+                 "--heatmap", tmp_path / "no" / "h.png", "-q")
+    assert result.status == 1 and "does not exist" in result.err
+    assert not report.exists() and not outputs.exists()

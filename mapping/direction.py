@@ -1,0 +1,171 @@
+"""Placement by direction only (paper §4.1.2): the mapping names which statement
+dimensions run along X and Y, and dtg chooses tile sizes and offsets.
+
+``placement direction { ff[i, j] -> [j, i] }`` says that ``j`` runs along X and ``i``
+along Y. Every statement of the placement is tiled the same way, so that statements
+over the same elements land on the same PEs (Listing 2's four nodes):
+
+    S[...] -> PE[OX + (a - a0) // TX, OY + (b - b0) // TY]
+
+where ``(a, b)`` is the statement's direction and ``a0``, ``b0`` the smallest values
+over all statements. The choice: offsets 0 or 1 (a border line left free, for adapters
+or streams), and tiles that use the lines left or divide the extent evenly. Each
+candidate is validated like a written mapping (its streams may use ``TX``, ``TY``,
+``OX`` and ``OY``). Tiles that divide the extents come first (uneven tiles give PEs work
+of different shapes, which costs SIMD regularity: on Listing 2, 7-row tiles have the
+lower bound, 28 against 32, but run 252 cycles against 178), then the lowest bound on
+cycles, fewer PEs and smaller offsets. The bound does not see what a free border line
+buys (adapters that spread a stream), so the compiler simulates the candidates that tie
+with the best on both and keeps the fastest (``codegen.driver.compile_choices``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from dtg.lair.diagnostics import DtgError, MappingError
+from dtg.lair.lower import PolyModel
+from dtg.mapping.spec import IslText, MappingSpec, bind_mapping
+from dtg.mapping.validate import Mapping, rectangle_size, validate_mapping
+
+TILE_PARAMETERS = ("TX", "TY", "OX", "OY")
+"""What a direction-only mapping's streams may use: the tiles and offsets chosen."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    tx: int
+    ty: int
+    ox: int
+    oy: int
+
+    def even(self, along_x: int, along_y: int) -> bool:
+        """Whether the tiles divide the extents: every PE gets the same shape of work."""
+        return along_x % self.tx == 0 and along_y % self.ty == 0
+
+    def values(self) -> dict[str, int]:
+        return dict(zip(TILE_PARAMETERS, (self.tx, self.ty, self.ox, self.oy), strict=True))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A validated candidate: its tiling, mapping and cycle bound."""
+
+    tiling: Tiling
+    mapping: Mapping
+    bound: int
+    pes: int
+    even: bool = True
+
+    @property
+    def rank(self) -> tuple[bool, int]:
+        """What orders candidates before the tie-breaks: even tiles, then the bound."""
+        return (not self.even, self.bound)
+
+
+def _directions(text: IslText, model: PolyModel) -> list[tuple[str, isl.Map]]:
+    """Each statement's ``S[...] -> [a, b]``, restricted to its instances."""
+    try:
+        union = isl.UnionMap(text.text)
+    except isl.Error:
+        raise MappingError("isl cannot read the placement direction; expected e.g. "
+                           "{ ff[i, j] -> [j, i] }", text.loc) from None
+    statements = {s.name: s for s in model.statements}
+    found: dict[str, isl.Map] = {}
+    maps = union.get_map_list()
+    for rel in (maps.get_at(k) for k in range(maps.n_map())):
+        name = rel.get_tuple_name(isl.dim_type.in_)
+        if name not in statements:
+            raise MappingError(f"the placement direction names unknown statement '{name}'; "
+                               f"statements are {', '.join(statements)}", text.loc)
+        if rel.dim(isl.dim_type.out) != 2 or rel.has_tuple_name(isl.dim_type.out):
+            raise MappingError(f"the direction of '{name}' must be a pair [x, y] of its "
+                               "dimensions, e.g. ff[i, j] -> [j, i]", text.loc)
+        found[name] = found[name].union(rel) if name in found else rel
+    result = []
+    for stmt in model.statements:
+        if stmt.name not in found:
+            raise MappingError(f"the placement direction does not place statement "
+                               f"'{stmt.name}'", text.loc)
+        result.append((stmt.name, found[stmt.name].intersect_domain(stmt.domain)))
+    return result
+
+
+def _extent(ranges: isl.Set, dim: int) -> tuple[int, int]:
+    """Smallest and largest value of dimension ``dim`` (the directions are bounded)."""
+    other = 1 - dim
+    line = ranges.project_out(isl.dim_type.set, other, 1)
+    low = line.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    high = line.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    return int(low), int(high)
+
+
+def _tiles(extent: int, lines: int) -> list[int]:
+    """Tile sizes worth trying for ``extent`` values on ``lines`` lines: the smallest that
+    fits, and the even divisors that use at least half the lines."""
+    if lines < 1:
+        return []
+    sizes = {math.ceil(extent / lines)}
+    sizes |= {d for d in range(1, extent + 1)
+              if extent % d == 0 and extent // d <= lines and 2 * (extent // d) >= lines}
+    return sorted(sizes)
+
+
+def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping], int]
+               ) -> list[Choice]:
+    """Every tiling of a direction-only ``spec`` (its other parameters bound) that
+    validates, best first (``bound_of`` ranks them)."""
+    assert spec.direction
+    taken = [p.name for p in spec.params if p.name in TILE_PARAMETERS]
+    if taken:
+        raise MappingError(f"'{taken[0]}' names the tiling dtg chooses for a direction-only "
+                           f"placement ({', '.join(TILE_PARAMETERS)}); use another name",
+                           spec.params[0].loc)
+    width, height = rectangle_size(spec.rectangle)
+    directions = _directions(spec.placement, model)
+    ranges = None
+    for _, rel in directions:
+        r = rel.range()
+        ranges = r if ranges is None else ranges.union(r)
+    assert ranges is not None
+    (a0, a1), (b0, b1) = _extent(ranges, 0), _extent(ranges, 1)
+    found: list[Choice] = []
+    first_error: DtgError | None = None
+    for ox in (0, 1):
+        for oy in (0, 1):
+            for tx in _tiles(a1 - a0 + 1, width - ox):
+                for ty in _tiles(b1 - b0 + 1, height - oy):
+                    tiling = Tiling(tx, ty, ox, oy)
+                    placement = _placement(directions, tiling, a0, b0, spec.placement)
+                    concrete = replace(spec, placement=placement, direction=False)
+                    try:
+                        mapping = validate_mapping(bind_mapping(concrete, tiling.values()),
+                                                   model)
+                    except DtgError as err:
+                        first_error = first_error or err
+                        continue
+                    pes = math.ceil((a1 - a0 + 1) / tx) * math.ceil((b1 - b0 + 1) / ty)
+                    found.append(Choice(tiling, mapping, bound_of(mapping), pes,
+                                        tiling.even(a1 - a0 + 1, b1 - b0 + 1)))
+    if not found:
+        assert first_error is not None
+        raise MappingError(
+            f"no tiling of the placement direction fits the rectangle PE[{width}, {height}] "
+            f"with these streams; the first tried failed with: {first_error.message}",
+            spec.placement.loc)
+    found.sort(key=lambda c: (*c.rank, c.pes, c.tiling.ox + c.tiling.oy, c.tiling.tx,
+                              c.tiling.ty))
+    return found
+
+
+def _placement(directions: list[tuple[str, isl.Map]], tiling: Tiling, a0: int, b0: int,
+               where: IslText) -> IslText:
+    """The placement of ``tiling`` as isl text (printed by isl, validated as written)."""
+    tile = isl.Map(f"{{ [a, b] -> PE[{tiling.ox} + floor((a - ({a0}))/{tiling.tx}), "
+                   f"{tiling.oy} + floor((b - ({b0}))/{tiling.ty})] }}")
+    pieces = [str(rel.apply_range(tile)) for _, rel in directions]
+    return IslText("{ " + "; ".join(p.strip("{} ") for p in pieces) + " }", where.loc)
