@@ -4,6 +4,7 @@
     dtg simulate ...   the same as pesim ...
     dtg sweep PROG.lair [--map A.map ...] [--param K=V1,V2 ...] [-o rows.jsonl]
     dtg plot rows.jsonl -o sweep.png
+    dtg search PROG.lair --rectangle PE[W, H] [--budget 60s] [-o best.map]
     dtg examples       the examples shipped in the package
 """
 
@@ -24,7 +25,7 @@ from dtg.lair.files import check_new_file, write_atomically
 from dtg.lair.specialize import Binding, parse_param
 from dtg.pesim.fabric import PRESETS
 
-COMMANDS = ("compile", "simulate", "sweep", "plot", "examples")
+COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "examples")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +62,93 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("rows", help="the rows of dtg sweep -o (JSON lines)")
     plot.add_argument("-o", "--output", required=True, metavar="PICTURE.png")
     plot.add_argument("--title")
+    found = sub.add_parser("search", help="search mappings onto a rectangle: ranked by the "
+                                          "bound, the best simulated and verified")
+    found.add_argument("program", help="the .lair file, or a shipped example's name")
+    found.add_argument("--rectangle", required=True, metavar="PE[W, H]", type=_rectangle,
+                       help="the rectangle of PEs, e.g. 'PE[4, 4]' or 4x4")
+    found.add_argument("--param", action="append", default=[], metavar="K=V",
+                       help="bind a size or type parameter of the program")
+    found.add_argument("--budget", type=_seconds, default=60.0, metavar="SECONDS",
+                       help="time for the whole search, e.g. 60s (default 60s)")
+    found.add_argument("--top", type=int, default=5, metavar="K",
+                       help="candidates to simulate (default 5)")
+    found.add_argument("--fabric", choices=tuple(PRESETS), default="paper")
+    found.add_argument("--like", metavar="MAP",
+                       help="keep each tensor resident or streamed as this mapping has it "
+                            "(to compare with it on the same terms)")
+    found.add_argument("-o", "--output", metavar="BEST.map",
+                       help="write the best verified mapping")
+    found.add_argument("--scheduler", metavar="ADDRESS",
+                       help="simulate on a running Dask scheduler")
+    found.add_argument("--workers", type=int, default=0, metavar="N",
+                       help="simulate on a local Dask cluster of N processes (default 0: here)")
+    found.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sub.add_parser("examples", help="list the examples shipped in the package")
     return parser
+
+
+def _rectangle(text: str) -> tuple[int, int]:
+    import re
+
+    m = re.fullmatch(r"\s*(?:PE\s*\[)?\s*(\d+)\s*[,x]\s*(\d+)\s*\]?\s*", text)
+    if m is None or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise argparse.ArgumentTypeError(f"expected PE[W, H] or WxH with positive sizes, got "
+                                         f"{text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text.removesuffix("s"))
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds such as 60s, got "
+                                         f"{text!r}")
+    return value
+
+
+def search(args: argparse.Namespace) -> None:
+    from dtg.lair.diagnostics import SimulationError
+    from dtg.search import search as run_search
+
+    if args.output:
+        check_new_file(args.output, "the best mapping")
+    program, _ = _shipped(args.program, [])
+    width, height = args.rectangle
+    params = dict(parse_param(p) for p in args.param)
+    show = not args.quiet and sys.stderr.isatty()
+    progress = Progress(TextColumn("search: {task.fields[phase]}"), BarColumn(),
+                        TextColumn("{task.completed} done"), TimeElapsedColumn(),
+                        console=Console(stderr=True), disable=not show)
+    with progress:
+        task = progress.add_task("search", total=None, phase="enumerating")
+        result = run_search(program, width, height, params=params, budget=args.budget,
+                            top=args.top, fabric=args.fabric, scheduler=args.scheduler,
+                            workers=args.workers, like=args.like,
+                            progress=lambda phase, done, total: progress.update(
+                                task, completed=done, phase=phase))
+    table = Table(title=f"dtg search: {Path(program).name} on PE[{width}, {height}]")
+    for name in ("rank", "cycles", "bound", "verified", "mapping"):
+        table.add_column(name, justify="left" if name == "mapping" else "right")
+    for k, f in enumerate(result.ranked, 1):
+        table.add_row(str(k), str(f.cycles), str(f.bound), str(f.verified), f.label)
+    Console().print(table)
+    cut = f"; out of time in {', '.join(result.out_of_time)}" if result.out_of_time else ""
+    print(f"considered {result.considered} candidate mappings ({result.tilings} tilings), "
+          f"pruned {result.pruned}, compiled {result.compiled}, simulated {result.simulated} "
+          f"in {result.seconds} s{cut}; rank correlation of bound and simulated cycles: "
+          f"{result.rank_correlation if result.rank_correlation is not None else 'n/a'}")
+    best = result.best
+    if best is None:
+        raise SimulationError("no candidate mapping was compiled, simulated and verified; "
+                              "try a larger --budget or another rectangle")
+    if args.output:
+        write_atomically(args.output, f"# dtg search: {best.label}\n# {best.cycles} "
+                         f"simulated cycles (verified), bound {best.bound}\n{best.text}",
+                         "the best mapping")
+        print(f"wrote {args.output}")
 
 
 def _values(text: str) -> tuple[str, list[Binding]]:
@@ -171,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"{build_parser().format_usage().rstrip()}")
         if args.command == "sweep":
             sweep(args)
+        elif args.command == "search":
+            search(args)
         elif args.command == "plot":
             from dtg.plot import plot_sweep
             from dtg.sweep import read_rows

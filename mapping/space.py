@@ -1,0 +1,176 @@
+"""The space ``dtg search`` explores: mappings written as direction-only placements.
+
+A candidate aligns every statement with two dimensions of one tensor (a *reference*),
+one along X and one along Y, or one of them only. Each statement takes the index
+expressions of its access to that tensor, or to another of the same shape, as its
+direction (``mapping/direction.py`` then chooses tiles and offsets). Each input and
+output tensor is resident, or streams through one external PE (the index is the
+element's position), or streams along the side its aligned dimension runs to, one
+external PE per tile (as GEMV's ``x`` from the north, one chunk per column). Inputs
+stream sparse or dense, outputs dense.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from dtg.lair.graph import AffineExpr, Stmt, Tensor
+from dtg.lair.lower import PolyModel
+
+AXES = ("X", "Y")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A mapping to try: what it is, in words, and its ``.map`` text."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Each statement's direction: the index expressions along X and Y (None: constant)."""
+
+    reference: str
+    dims: tuple[int | None, int | None]
+    directions: tuple[tuple[str, tuple[AffineExpr | None, AffineExpr | None]], ...]
+
+    def label(self) -> str:
+        parts = [f"{self.reference} dim {d} along {axis}"
+                 for axis, d in zip(AXES, self.dims, strict=True) if d is not None]
+        return ", ".join(parts)
+
+    def placement(self, model: PolyModel) -> str:
+        pieces = []
+        for name, (ex, ey) in self.directions:
+            its = ", ".join(model.graph.statement(name).iterators)
+            pieces.append(f"{name}[{its}] -> [{ex if ex is not None else 0}, "
+                          f"{ey if ey is not None else 0}]")
+        return "placement direction { " + "; ".join(pieces) + " }"
+
+    def axis_of(self, stmt: str, expr: AffineExpr) -> str | None:
+        """Which axis the index expression ``expr`` of ``stmt`` runs along, if any."""
+        ex, ey = dict(self.directions)[stmt]
+        if ex is not None and expr == ex:
+            return "X"
+        if ey is not None and expr == ey:
+            return "Y"
+        return None
+
+
+def _access(stmt: Stmt, tensor: Tensor, same_shape: list[str]) -> tuple[AffineExpr, ...] | None:
+    for name in [tensor.name, *same_shape]:
+        try:
+            return stmt.access(name).index
+        except KeyError:
+            continue
+    return None
+
+
+def alignments(model: PolyModel) -> Iterator[Alignment]:
+    """Every way of aligning the statements with a tensor's dimensions (no repeats)."""
+    graph = model.graph
+    seen: set[tuple[tuple[str, tuple[str, str]], ...]] = set()
+    for tensor in sorted(graph.tensors, key=lambda t: (-len(t.shape), t.name)):
+        same = [t.name for t in graph.tensors if t.shape == tensor.shape and t is not tensor]
+        rank = len(tensor.shape)
+        choices: list[tuple[int | None, int | None]] = [
+            (a, b) for a in range(rank) for b in range(rank) if a != b]
+        choices += [(a, None) for a in range(rank)] + [(None, b) for b in range(rank)]
+        for dims in choices:
+            directions = []
+            for stmt in graph.statements:
+                index = _access(stmt, tensor, same)
+                if index is None:
+                    break
+                directions.append((stmt.name, tuple(None if d is None else index[d]
+                                                    for d in dims)))
+            else:
+                key = tuple((n, (str(x), str(y))) for n, (x, y) in directions)
+                if key in seen or all(x is None and y is None for _, (x, y) in directions):
+                    continue
+                seen.add(key)
+                yield Alignment(tensor.name, dims, tuple(directions))  # type: ignore[arg-type]
+
+
+def _extents(model: PolyModel, alignment: Alignment) -> tuple[int, int]:
+    """The smallest value of the X and Y directions over all instances (0 for none)."""
+    lows = []
+    for axis in (0, 1):
+        low = None
+        for name, pair in alignment.directions:
+            expr = pair[axis]
+            if expr is None:
+                continue
+            stmt = model.graph.statement(name)
+            value = expr.constant + sum(min(0, c * (e - 1)) for (it, c), e in
+                                        ((t, stmt.extents[stmt.iterators.index(t[0])])
+                                         for t in expr.terms))
+            low = value if low is None else min(low, value)
+        lows.append(low or 0)
+    return lows[0], lows[1]
+
+
+def tensor_options(model: PolyModel, alignment: Alignment, tensor: Tensor, width: int,
+                   height: int) -> list[tuple[str, str]]:
+    """(label, spec line) for each way ``tensor`` may enter or leave."""
+    graph = model.graph
+    name, rank = tensor.name, len(tensor.shape)
+    found = [(f"{name} resident", f"{tensor.role} {name} resident")]
+    ranges = ", ".join(f"d{k} = 0:{n - 1}" for k, n in enumerate(tensor.shape))
+    dims = ", ".join(f"d{k}" for k in range(rank))
+    kinds = ("sparse", "dense") if tensor.role == "input" else ("dense",)
+    if rank == 1:
+        ends = ([("north", "PE[0, -1]"), ("west", "PE[-1, 0]")] if tensor.role == "input"
+                else [("east", f"PE[{width}, 0]"), ("south", f"PE[0, {height}]")])
+        for kind, (side, pe) in itertools.product(kinds, ends):
+            found.append((f"{name} {kind} through one PE {side}",
+                          f"{tensor.role} {name} {kind} {{ {name}[{ranges}] -> [{pe} -> "
+                          f"index[{dims}]] }}"))
+    user = next((s for s in graph.statements
+                 if name in (s.target.tensor, *(r.tensor for r in s.reads))), None)
+    if user is None:
+        return found
+    index = user.access(name).index
+    a0, b0 = _extents(model, alignment)
+    for k, expr in enumerate(index):
+        axis = alignment.axis_of(user.name, expr)
+        if axis is None:
+            continue
+        low, tile, offset = (a0, "TX", "OX") if axis == "X" else (b0, "TY", "OY")
+        where = f"{offset} + (d{k} - ({low}))//{tile}"
+        if axis == "X":
+            pe = f"PE[{where}, -1]" if tensor.role == "input" else f"PE[{where}, {height}]"
+            side = "north" if tensor.role == "input" else "south"
+        else:
+            pe = f"PE[-1, {where}]" if tensor.role == "input" else f"PE[{width}, {where}]"
+            side = "west" if tensor.role == "input" else "east"
+        inner = [f"(d{k} - ({low})) mod {tile}"] + [f"d{j}" for j in range(rank) if j != k]
+        for kind in kinds:
+            found.append((f"{name} {kind} from the {side}, a tile per line",
+                          f"{tensor.role} {name} {kind} {{ {name}[{ranges}] -> [{pe} -> "
+                          f"index[{', '.join(inner)}]] }}"))
+    return found
+
+
+def candidates(model: PolyModel, width: int, height: int,
+               kinds: dict[str, bool] | None = None) -> Iterator[Candidate]:
+    """Every candidate mapping for the rectangle, alignment by alignment. ``kinds``
+    keeps a tensor resident (True) or streamed (False), as another mapping has it."""
+    tensors = [t for t in model.graph.tensors if t.role != "internal"]
+    kinds = kinds or {}
+    for alignment in alignments(model):
+        options = []
+        for t in tensors:
+            found = tensor_options(model, alignment, t, width, height)
+            if t.name in kinds:
+                found = [o for o in found if o[1].endswith(" resident") == kinds[t.name]]
+            options.append(found)
+        for combo in itertools.product(*options):
+            label = alignment.label() + "; " + "; ".join(lab for lab, _ in combo)
+            text = "\n".join([f"rectangle {{ PE[{width}, {height}] }}",
+                              alignment.placement(model), *(line for _, line in combo)]) + "\n"
+            yield Candidate(label, text)

@@ -1,0 +1,70 @@
+"""dtg search: candidates from the space, ranked by the bound, verified by simulation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+import dtg
+from dtg.cli import main
+from dtg.lair.frontend import load_program
+from dtg.mapping.space import alignments, candidates
+from dtg.search import _spearman, search
+
+GEMV = EXAMPLES / "gemv" / "gemv.lair"
+CONV = EXAMPLES / "conv1d" / "conv1d.lair"
+
+
+def test_the_space_of_gemv() -> None:
+    model = load_program(GEMV).model
+    found = {a.label() for a in alignments(model)}
+    assert {"W dim 1 along X, W dim 0 along Y", "W dim 0 along X, W dim 1 along Y",
+            "W dim 1 along X"} <= found
+    texts = [c.text for c in candidates(model, 4, 4)]
+    assert len(texts) == len(set(texts))
+    written = (EXAMPLES / "gemv" / "gemv.map").read_text()
+    assert "input  W resident" in written  # (the kind of each tensor of the written one)
+    assert any("input x dense { x[d0 = 0:15] -> [PE[OX + (d0 - (0))//TX, -1]" in t
+               for t in texts)
+
+
+@pytest.mark.parametrize(("program", "rectangle", "written"), [
+    (GEMV, (4, 4), EXAMPLES / "gemv" / "gemv.map"),
+    (CONV, (1, 2), EXAMPLES / "conv1d" / "conv1d.map"),
+])
+def test_a_short_search_finds_a_verified_mapping_as_fast_as_the_written_one(
+        program: Path, rectangle: tuple[int, int], written: Path, tmp_path: Path) -> None:
+    result = search(program, *rectangle, budget=8, top=5, like=written)
+    best = result.best
+    assert best is not None and best.verified and best.cycles is not None
+    assert result.considered > 0 and result.simulated >= 1
+    hand = dtg.simulate(dtg.compile(program, written)).cycles
+    assert best.cycles <= hand
+    # the best mapping is an ordinary .map that compiles and verifies again
+    path = tmp_path / "best.map"
+    path.write_text(best.text)
+    again = dtg.simulate(dtg.compile(program, path))
+    assert again.verified and again.cycles == best.cycles
+
+
+def test_cli_writes_the_best_mapping(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "best.map"
+    result = cli(main, "search", "conv1d", "--rectangle", "PE[1, 2]", "--budget", "4s",
+                 "--top", "2", "-o", out, "-q")
+    assert result.status == 0, result.err
+    assert "considered" in result.out and "simulated 2" in result.out
+    assert out.read_text().startswith("# dtg search: ")
+    assert dtg.simulate(dtg.compile(CONV, out)).verified
+
+
+def test_a_bad_rectangle_is_a_usage_error(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(main, "search", "gemv", "--rectangle", "PE[0, 4]")
+    assert result.status == 1 and "expected PE[W, H] or WxH" in result.err
+
+
+def test_spearman() -> None:
+    assert _spearman([1, 2, 3], [10, 20, 30]) == 1.0
+    assert _spearman([1, 2, 3], [30, 20, 10]) == -1.0
+    assert _spearman([1, 1, 1], [1, 2, 3]) is None
