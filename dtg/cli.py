@@ -65,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     found = sub.add_parser("search", help="search mappings onto a rectangle: ranked by the "
                                           "bound, the best simulated and verified")
     found.add_argument("program", help="the .lair file, or a shipped example's name")
-    found.add_argument("--rectangle", required=True, metavar="PE[W, H]", type=_rectangle,
-                       help="the rectangle of PEs, e.g. 'PE[4, 4]' or 4x4")
+    found.add_argument("--rectangle", required=True, metavar="PE[W, H]", nargs="+",
+                       help="the rectangle of PEs, e.g. 'PE[4, 4]' (quoted or not) or 4x4")
     found.add_argument("--param", action="append", default=[], metavar="K=V",
                        help="bind a size or type parameter of the program")
     found.add_argument("--budget", type=_seconds, default=60.0, metavar="SECONDS",
@@ -116,7 +116,10 @@ def search(args: argparse.Namespace) -> None:
     if args.output:
         check_new_file(args.output, "the best mapping")
     program, _ = _shipped(args.program, [])
-    width, height = args.rectangle
+    try:
+        width, height = _rectangle(" ".join(args.rectangle))
+    except argparse.ArgumentTypeError as err:
+        raise UsageError(f"--rectangle: {err}") from None
     params = dict(parse_param(p) for p in args.param)
     show = not args.quiet and sys.stderr.isatty()
     progress = Progress(TextColumn("search: {task.fields[phase]}"), BarColumn(),

@@ -151,8 +151,7 @@ def search(program: str | Path, width: int, height: int, *,
         for choice in choices:
             concrete = bind_mapping(replace(spec, direction=False, placement=_placement(
                 directions, choice.tiling, a0, b0, spec.placement)), choice.tiling.values())
-            found.append(Found(f"{cand.label}; tiles {choice.tiling.tx} x {choice.tiling.ty}"
-                               f" at +{choice.tiling.ox},+{choice.tiling.oy}",
+            found.append(Found(f"{cand.label}; {choice.tiling.describe()}",
                                format_spec(concrete), choice.bound, choice.even, choice.pes))
     result.tilings = len(found)
     found.sort(key=lambda f: (not f.even, f.bound, f.pes))

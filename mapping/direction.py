@@ -38,10 +38,20 @@ TILE_PARAMETERS = ("TX", "TY", "OX", "OY")
 
 @dataclass(frozen=True)
 class Tiling:
+    """Tiles and offsets. With ``per`` (a grid), each statement has its own tiles and
+    origin ``(tx, ty, a0, b0)``, so that statements of different extents span the same
+    PEs; ``tx``, ``ty`` are then the largest (what streams see as TX, TY)."""
+
     tx: int
     ty: int
     ox: int
     oy: int
+    per: tuple[tuple[int, int, int, int], ...] | None = None
+
+    def describe(self) -> str:
+        shape = (f"a grid of {len({p[0] for p in self.per})} tile sizes" if self.per
+                 else f"tiles {self.tx} x {self.ty}")
+        return f"{shape} at +{self.ox},+{self.oy}"
 
     def even(self, along_x: int, along_y: int) -> bool:
         """Whether the tiles divide the extents: every PE gets the same shape of work."""
@@ -135,22 +145,35 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
     (a0, a1), (b0, b1) = _extent(ranges, 0), _extent(ranges, 1)
     found: list[Choice] = []
     first_error: DtgError | None = None
+    own = [(_extent(rel.range(), 0), _extent(rel.range(), 1)) for _, rel in directions]
+    extents = [(x1 - x0 + 1, y1 - y0 + 1) for (x0, x1), (y0, y1) in own]
+    tilings: list[Tiling] = []
     for ox in (0, 1):
         for oy in (0, 1):
-            for tx in _tiles(a1 - a0 + 1, width - ox):
-                for ty in _tiles(b1 - b0 + 1, height - oy):
-                    tiling = Tiling(tx, ty, ox, oy)
-                    placement = _placement(directions, tiling, a0, b0, spec.placement)
-                    concrete = replace(spec, placement=placement, direction=False)
-                    try:
-                        mapping = validate_mapping(bind_mapping(concrete, tiling.values()),
-                                                   model)
-                    except DtgError as err:
-                        first_error = first_error or err
-                        continue
-                    pes = math.ceil((a1 - a0 + 1) / tx) * math.ceil((b1 - b0 + 1) / ty)
-                    found.append(Choice(tiling, mapping, bound_of(mapping), pes,
-                                        tiling.even(a1 - a0 + 1, b1 - b0 + 1)))
+            tilings += [Tiling(tx, ty, ox, oy) for tx in _tiles(a1 - a0 + 1, width - ox)
+                        for ty in _tiles(b1 - b0 + 1, height - oy)]
+            if len(set(extents)) > 1:  # statements of different extents: grids too
+                for nx in _lines([e[0] for e in extents], width - ox):
+                    for ny in _lines([e[1] for e in extents], height - oy):
+                        per = tuple((math.ceil(ex / nx), math.ceil(ey / ny), x0, y0)
+                                    for (ex, ey), ((x0, _), (y0, _)) in zip(
+                                        extents, own, strict=True))
+                        tilings.append(Tiling(max(p[0] for p in per), max(p[1] for p in per),
+                                              ox, oy, per))
+    for tiling in tilings:
+        placement = _placement(directions, tiling, a0, b0, spec.placement)
+        concrete = replace(spec, placement=placement, direction=False)
+        try:
+            mapping = validate_mapping(bind_mapping(concrete, tiling.values()), model)
+        except DtgError as err:
+            first_error = first_error or err
+            continue
+        used = None
+        for _, rel in mapping.placement:
+            used = rel.range() if used is None else used.union(rel.range())
+        pes = int(used.count_val().to_python()) if used is not None else 0
+        found.append(Choice(tiling, mapping, bound_of(mapping), pes,
+                            _even(tiling, extents, (a1 - a0 + 1, b1 - b0 + 1))))
     if not found:
         assert first_error is not None
         raise MappingError(
@@ -162,10 +185,29 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
     return found
 
 
+def _lines(extents: list[int], lines: int) -> list[int]:
+    """Numbers of lines for a grid: all of them, and those every extent divides into
+    evenly that use at least half of them."""
+    found = {lines} if lines >= 1 else set()
+    found |= {n for n in range(1, lines + 1)
+              if 2 * n >= lines and all(e % n == 0 for e in extents)}
+    return sorted(found)
+
+
+def _even(tiling: Tiling, extents: list[tuple[int, int]], overall: tuple[int, int]) -> bool:
+    if tiling.per is None:
+        return tiling.even(*overall)
+    return all(ex % p[0] == 0 and ey % p[1] == 0
+               for (ex, ey), p in zip(extents, tiling.per, strict=True))
+
+
 def _placement(directions: list[tuple[str, isl.Map]], tiling: Tiling, a0: int, b0: int,
                where: IslText) -> IslText:
     """The placement of ``tiling`` as isl text (printed by isl, validated as written)."""
-    tile = isl.Map(f"{{ [a, b] -> PE[{tiling.ox} + floor((a - ({a0}))/{tiling.tx}), "
-                   f"{tiling.oy} + floor((b - ({b0}))/{tiling.ty})] }}")
-    pieces = [str(rel.apply_range(tile)) for _, rel in directions]
+    pieces = []
+    for k, (_, rel) in enumerate(directions):
+        tx, ty, x0, y0 = tiling.per[k] if tiling.per else (tiling.tx, tiling.ty, a0, b0)
+        tile = isl.Map(f"{{ [a, b] -> PE[{tiling.ox} + floor((a - ({x0}))/{tx}), "
+                       f"{tiling.oy} + floor((b - ({y0}))/{ty})] }}")
+        pieces.append(str(rel.apply_range(tile)))
     return IslText("{ " + "; ".join(p.strip("{} ") for p in pieces) + " }", where.loc)

@@ -2,12 +2,16 @@
 
 A candidate aligns every statement with two dimensions of one tensor (a *reference*),
 one along X and one along Y, or one of them only. Each statement takes the index
-expressions of its access to that tensor, or to another of the same shape, as its
-direction (``mapping/direction.py`` then chooses tiles and offsets). Each input and
+expressions of its access to that tensor, or to another of the same shape, or else to
+one whose aligned dimensions have the same extents (2mm's ``D[i][l]`` follows
+``tmp[i][j]`` by its rows), as its direction. One more alignment puts every statement
+along its own target's dimensions (3mm's three products, each by its output's blocks).
+The direction ((``mapping/direction.py`` then chooses tiles and offsets). Each input and
 output tensor is resident, or streams through one external PE (the index is the
 element's position), or streams along the side its aligned dimension runs to, one
 external PE per tile (as GEMV's ``x`` from the north, one chunk per column). Inputs
-stream sparse or dense, outputs dense.
+stream sparse or dense, outputs dense; a tensor of several dimensions streams with an
+index of as many (the outer ones are outer index values, as conv2d's ``x[w, h]``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dtg.lair.graph import AffineExpr, Stmt, Tensor
+from dtg.lair.graph import AffineExpr, Graph, Stmt, Tensor
 from dtg.lair.lower import PolyModel
 
 AXES = ("X", "Y")
@@ -61,39 +65,62 @@ class Alignment:
         return None
 
 
-def _access(stmt: Stmt, tensor: Tensor, same_shape: list[str]) -> tuple[AffineExpr, ...] | None:
-    for name in [tensor.name, *same_shape]:
-        try:
-            return stmt.access(name).index
-        except KeyError:
-            continue
+def _access(stmt: Stmt, tensor: Tensor, graph: Graph, dims: tuple[int | None, int | None]
+            ) -> tuple[AffineExpr, ...] | None:
+    """The index of ``stmt``'s access to ``tensor``, else to a tensor of the same shape,
+    else to one (its target first) whose aligned dimensions have the same extents."""
+    accesses = [stmt.target, *stmt.reads]
+    for access in accesses:
+        if access.tensor == tensor.name:
+            return access.index
+    shapes = [(a, graph.tensor(a.tensor).shape) for a in accesses]
+    for access, shape in shapes:
+        if shape == tensor.shape:
+            return access.index
+    wanted = [(d, tensor.shape[d]) for d in dims if d is not None]
+    for access, shape in shapes:
+        if all(d < len(shape) and shape[d] == extent for d, extent in wanted):
+            return access.index
     return None
+
+
+def _dims(rank: int) -> list[tuple[int | None, int | None]]:
+    """Pairs of dimensions along (X, Y), then single ones."""
+    pairs: list[tuple[int | None, int | None]] = [
+        (a, b) for a in range(rank) for b in range(rank) if a != b]
+    return pairs + [(a, None) for a in range(rank)] + [(None, b) for b in range(rank)]
 
 
 def alignments(model: PolyModel) -> Iterator[Alignment]:
     """Every way of aligning the statements with a tensor's dimensions (no repeats)."""
     graph = model.graph
     seen: set[tuple[tuple[str, tuple[str, str]], ...]] = set()
+
+    def fresh(directions: list[tuple[str, tuple[AffineExpr | None, ...]]]) -> bool:
+        key = tuple((n, (str(x), str(y))) for n, (x, y) in directions)
+        if key in seen or all(x is None and y is None for _, (x, y) in directions):
+            return False
+        seen.add(key)
+        return True
+
     for tensor in sorted(graph.tensors, key=lambda t: (-len(t.shape), t.name)):
-        same = [t.name for t in graph.tensors if t.shape == tensor.shape and t is not tensor]
-        rank = len(tensor.shape)
-        choices: list[tuple[int | None, int | None]] = [
-            (a, b) for a in range(rank) for b in range(rank) if a != b]
-        choices += [(a, None) for a in range(rank)] + [(None, b) for b in range(rank)]
-        for dims in choices:
+        for dims in _dims(len(tensor.shape)):
             directions = []
             for stmt in graph.statements:
-                index = _access(stmt, tensor, same)
+                index = _access(stmt, tensor, graph, dims)
                 if index is None:
                     break
                 directions.append((stmt.name, tuple(None if d is None else index[d]
                                                     for d in dims)))
             else:
-                key = tuple((n, (str(x), str(y))) for n, (x, y) in directions)
-                if key in seen or all(x is None and y is None for _, (x, y) in directions):
-                    continue
-                seen.add(key)
-                yield Alignment(tensor.name, dims, tuple(directions))  # type: ignore[arg-type]
+                if fresh(directions):
+                    yield Alignment(tensor.name, dims, tuple(directions))  # type: ignore[arg-type]
+    rank = min(len(s.target.index) for s in graph.statements)
+    for dims in _dims(rank):
+        directions = [(s.name, tuple(None if d is None else s.target.index[d] for d in dims))
+                      for s in graph.statements]
+        if fresh(directions):
+            yield Alignment("each target", dims, tuple(directions))  # type: ignore[arg-type]
 
 
 def _extents(model: PolyModel, alignment: Alignment) -> tuple[int, int]:
@@ -123,7 +150,7 @@ def tensor_options(model: PolyModel, alignment: Alignment, tensor: Tensor, width
     ranges = ", ".join(f"d{k} = 0:{n - 1}" for k, n in enumerate(tensor.shape))
     dims = ", ".join(f"d{k}" for k in range(rank))
     kinds = ("sparse", "dense") if tensor.role == "input" else ("dense",)
-    if rank == 1:
+    if rank >= 1:  # (a multi-dimensional index: outer dimensions are outer index values)
         ends = ([("north", "PE[0, -1]"), ("west", "PE[-1, 0]")] if tensor.role == "input"
                 else [("east", f"PE[{width}, 0]"), ("south", f"PE[0, {height}]")])
         for kind, (side, pe) in itertools.product(kinds, ends):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def test_the_space_of_gemv() -> None:
 ])
 def test_a_short_search_finds_a_verified_mapping_as_fast_as_the_written_one(
         program: Path, rectangle: tuple[int, int], written: Path, tmp_path: Path) -> None:
-    result = search(program, *rectangle, budget=8, top=5, like=written)
+    result = search(program, *rectangle, budget=6, top=5, like=written)
     best = result.best
     assert best is not None and best.verified and best.cycles is not None
     assert result.considered > 0 and result.simulated >= 1
@@ -54,7 +55,7 @@ def test_cli_writes_the_best_mapping(tmp_path: Path, cli) -> None:  # type: igno
     result = cli(main, "search", "conv1d", "--rectangle", "PE[1, 2]", "--budget", "4s",
                  "--top", "2", "-o", out, "-q")
     assert result.status == 0, result.err
-    assert "considered" in result.out and "simulated 2" in result.out
+    assert re.search(r"considered \d+ candidate mappings .* simulated \d+ in ", result.out)
     assert out.read_text().startswith("# dtg search: ")
     assert dtg.simulate(dtg.compile(CONV, out)).verified
 
@@ -68,3 +69,11 @@ def test_spearman() -> None:
     assert _spearman([1, 2, 3], [10, 20, 30]) == 1.0
     assert _spearman([1, 2, 3], [30, 20, 10]) == -1.0
     assert _spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_a_tensor_of_two_dimensions_may_stream_through_one_pe() -> None:
+    model = load_program(EXAMPLES / "conv2d" / "conv2d.lair").model
+    texts = {c.text for c in candidates(model, 1, 2, {"x": False, "W": True, "y": True})}
+    assert any("input x sparse { x[d0 = 0:15, d1 = 0:15] -> [PE[0, -1] -> index[d0, d1]] }"
+               in t for t in texts)
+    assert all("input W resident" in t and "output y resident" in t for t in texts)
