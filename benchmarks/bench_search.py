@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import dtg  # noqa: E402
 from dtg.mapping.spec import parse_mapping_file  # noqa: E402
 from dtg.mapping.validate import rectangle_size  # noqa: E402
-from dtg.search import search  # noqa: E402
+from dtg.mapsearch import search  # noqa: E402
 
 NAMES = ["gemv", "fc/ff", "conv1d", "conv2d"] + [
     f"polybench/{k}{size}" for k in ("gemm", "2mm", "3mm", "atax", "bicg", "mvt", "gemver",

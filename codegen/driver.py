@@ -284,6 +284,9 @@ def run(args: argparse.Namespace) -> str:
     c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
                      outdir=target.parent if target is not None else None,
                      arrival=args.arrival, fabric=fabric, source=source)
+    if spec is not None and spec.direction:  # say what was chosen (--emit=mapping shows it)
+        for name, rel in c.mapping.placement:
+            print(f"note: placement direction: {name} placed as {rel}", file=sys.stderr)
     return _write(args, target, _stage_text(args.emit, c), compile_report(c, header), c)
 
 

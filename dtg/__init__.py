@@ -29,7 +29,8 @@ _WHERE = {
     "module_text": "dtg.api", "Result": "dtg.api",
     "example": "dtg.catalog", "examples": "dtg.catalog", "Example": "dtg.catalog",
     "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.lair.diagnostics",
-    "FabricConfig": "dtg.pesim.fabric",
+    "FabricConfig": "dtg.pesim.fabric", "search": "dtg.mapsearch",
+    "SearchResult": "dtg.mapsearch",
 }
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from dtg.catalog import Example, example, examples
     from dtg.codegen.pipeline import Compilation
     from dtg.lair.diagnostics import DtgError
+    from dtg.mapsearch import SearchResult, search
     from dtg.pesim.fabric import FabricConfig
 
 
@@ -51,5 +53,6 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_WHERE])
 
 
-__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Result", "__version__",
-           "compile", "example", "examples", "load", "module_text", "simulate"]
+__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Result", "SearchResult",
+           "__version__", "compile", "example", "examples", "load", "module_text", "search",
+           "simulate"]

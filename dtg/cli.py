@@ -111,7 +111,7 @@ def _seconds(text: str) -> float:
 
 def search(args: argparse.Namespace) -> None:
     from dtg.lair.diagnostics import SimulationError
-    from dtg.search import search as run_search
+    from dtg.mapsearch import search as run_search
 
     if args.output:
         check_new_file(args.output, "the best mapping")

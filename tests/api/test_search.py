@@ -12,7 +12,11 @@ import dtg
 from dtg.cli import main
 from dtg.lair.frontend import load_program
 from dtg.mapping.space import alignments, candidates
-from dtg.search import _spearman, search
+from dtg.mapsearch import _spearman, search
+
+
+def test_the_api_has_search() -> None:
+    assert dtg.search is search and dtg.SearchResult.__name__ == "SearchResult"
 
 GEMV = EXAMPLES / "gemv" / "gemv.lair"
 CONV = EXAMPLES / "conv1d" / "conv1d.lair"

@@ -77,3 +77,11 @@ def test_no_tiling_fits() -> None:
     program = load_program(EXAMPLES / "fc" / "ff.lair")
     with pytest.raises(DtgError, match="no tiling of the placement direction fits"):
         candidates(spec, program.model, lambda m: 1)
+
+
+def test_dtg_codegen_says_what_it_chose(cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(main, TRAIN, "-m", DIRECTION)
+    assert result.status == 0, result.err
+    notes = [line for line in result.err.splitlines() if line.startswith("note: placement")]
+    assert len(notes) == 4 and "note: placement direction: ff placed as { ff[i, j] -> PE[" \
+        in notes[0]

@@ -10,7 +10,8 @@ as sweeps are when asked. Only a verified mapping is ever reported as the best.
 
 The time budget: enumeration and validation stop at half of it. Then rounds of ``top``
 candidates, in rank order, are compiled and simulated while less than 80% of it is
-spent, so a small space is searched further down its ranking. A phase that runs out of
+spent and another round as long as the last still fits in 95% of it, so a small space is
+searched further down its ranking. A phase that runs out of
 time stops where it is and says so (``out_of_time``).
 """
 
@@ -158,8 +159,12 @@ def search(program: str | Path, width: int, height: int, *,
     seen: set[str] = set()
     queue = iter(found)
     tried: list[Found] = []
-    # rounds of `top`: compile the next best, simulate them; go on while time is left
-    while len(tried) == 0 or left(0.8):
+    # rounds of `top`: compile the next best, simulate them; go on while time is left for
+    # another round as long as the last one
+    last_round = 0.0
+    while len(tried) == 0 or (left(0.8) and time.monotonic() - start + last_round
+                              < 0.95 * budget):
+        began = time.monotonic()
         batch: list[Found] = []
         for f in queue:
             if f.text in seen:
@@ -185,6 +190,7 @@ def search(program: str | Path, width: int, height: int, *,
         say("simulate", result.simulated, 0)
         _simulate(program, batch, params, fabric, scheduler, workers, result)
         tried += batch
+        last_round = time.monotonic() - began
     ready = tried
     result.ranked = sorted((f for f in ready if f.cycles is not None),
                            key=lambda f: (not f.verified, f.cycles, f.bound))
