@@ -164,6 +164,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (Exception, KeyboardInterrupt) as exc:
             # a failed or interrupted run still writes its report, so no older one survives
             # (Ctrl-C in the event loop ends it with a partial report instead, below)
+            partial = getattr(exc, "partial_trace", None)
+            if args.trace and partial is not None and partial[0] is not None:
+                try:
+                    text = partial[0].json(Path(args.module).stem, partial[1])
+                    write_atomically(args.trace, text, "the trace")
+                    exc.notes = (*exc.notes, f"the trace up to cycle {partial[1]} was "  # type: ignore[union-attr]
+                                 f"written to {args.trace}")
+                except DtgError as failed:
+                    exc.notes = (*exc.notes, f"the trace was not written: {failed.message}")  # type: ignore[union-attr]
             if args.report:
                 text = (exc.format() if isinstance(exc, DtgError) else
                         "interrupted by Ctrl-C before the simulation ended"

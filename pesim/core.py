@@ -33,7 +33,7 @@ class Core:
                  "fill", "flat", "flops", "idle", "limit", "pe", "per_task", "scalar", "sent",
                  "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
                  "start", "task", "tasks_run", "timer", "trace", "triggers", "value",
-                 "wait", "waiting", "windows_opened")
+                 "wait", "waiting", "waiting_since", "windows_opened")
 
     def __init__(self, fabric: Fabric, pe: Pe, code: ProgramCode, env: dict[str, int],
                  arrays: dict[str, np.ndarray]):
@@ -75,6 +75,7 @@ class Core:
         self.sent = self.stall = self.wait = self.tasks_run = 0
         self.per_task: dict[str, list[int]] = {}  # task -> [runs, busy cycles]
         self.trace = fabric.trace  # (None unless the run is traced)
+        self.waiting_since = 0  # the cycle the current wait or stall began
 
     # ------------------------------------------------------------------ helpers
 
@@ -342,7 +343,7 @@ class Core:
     def push(self, buf: Buffer, w: Wavelet, what: str) -> Gen:
         """Put a wavelet into the router's RAMP buffer, stalling while it is full."""
         if len(buf.q) >= buf.cap:
-            t0 = self.now()
+            t0 = self.waiting_since = self.now()
             self.waiting = f"waits to send on color {buf.color} ({what}); the router is full"
             while len(buf.q) >= buf.cap:
                 ev = self.timer.signal()
@@ -367,7 +368,7 @@ class Core:
     def await_value(self, color: int, what: str) -> Gen:
         if self.has_value(color):
             return
-        t0 = self.now()
+        t0 = self.waiting_since = self.now()
         self.waiting = f"waits to receive on color {color} ({what})"
         while not self.has_value(color):
             ev = self.timer.signal()

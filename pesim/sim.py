@@ -116,7 +116,17 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     with np.errstate(all="ignore"):
         run = _Run(module, inputs, outputs, config, Deadline(max_seconds),
                    Trace() if trace else None)
-        events = run.run(watch)
+        try:
+            events = run.run(watch)
+        except SimulationError as err:  # a traced run keeps its trace up to the error
+            now = int(run.env.now)
+            if run.fabric.trace is not None:  # with the waits and stalls it ended in
+                for core in run.fabric.cores.values():
+                    if core.waiting is not None:
+                        run.fabric.trace.span(core.pe, f"{core.waiting} (unfinished)",
+                                              "wait", core.waiting_since, now)
+            err.partial_trace = (run.fabric.trace, now)  # type: ignore[attr-defined]
+            raise
         result_outputs = run.collect() if run.complete else {}
     start, end = run.span()
     if not run.complete:

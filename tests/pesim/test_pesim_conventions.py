@@ -63,3 +63,15 @@ def test_a_picture_into_a_missing_directory_fails_before_anything_is_written(
                  "--heatmap", tmp_path / "no" / "h.png", "-q")
     assert result.status == 1 and "does not exist" in result.err
     assert not report.exists() and not outputs.exists()
+
+
+def test_a_failed_run_still_writes_its_trace(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    module = tmp_path / "g.pe"
+    module.write_text(GEMV_PE.read_text().replace("run first {y_local: 0};", ""))
+    trace = tmp_path / "t.json"
+    result = cli(main, module, "--trace", trace, "-I", GEMV_PE.parents[2] / "gemv", "-q")
+    assert result.status == 1 and "deadlock" in result.err
+    assert "note: the trace up to cycle" in result.err and str(trace) in result.err
+    events = json.loads(trace.read_text())["traceEvents"]
+    waits = [e for e in events if e.get("cat") == "wait"]
+    assert waits and all(e["dur"] >= 0 for e in waits)  # the PEs left waiting
