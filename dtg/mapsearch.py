@@ -17,10 +17,9 @@ time stops where it is and says so (``out_of_time``).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dtg.codegen.bound import mapping_bound
@@ -30,9 +29,9 @@ from dtg.lair.frontend import from_source
 from dtg.lair.lower import PolyModel
 from dtg.lair.parser import parse_file
 from dtg.lair.specialize import Binding
-from dtg.mapping.direction import _directions, _extent, _placement, candidates
+from dtg.mapping.direction import candidates
 from dtg.mapping.space import candidates as space
-from dtg.mapping.spec import bind_mapping, format_spec, parse_mapping, parse_mapping_file
+from dtg.mapping.spec import format_spec, parse_mapping, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
 from dtg.pesim.fabric import preset
 
@@ -143,17 +142,11 @@ def search(program: str | Path, width: int, height: int, *,
         except DtgError:
             result.pruned += 1
             continue
-        directions = _directions(spec.placement, model)
-        ranges = None
-        for _, rel in directions:
-            ranges = rel.range() if ranges is None else ranges.union(rel.range())
-        assert ranges is not None
-        a0, b0 = _extent(ranges, 0)[0], _extent(ranges, 1)[0]
         for choice in choices:
-            concrete = bind_mapping(replace(spec, direction=False, placement=_placement(
-                directions, choice.tiling, a0, b0, spec.placement)), choice.tiling.values())
+            assert choice.spec is not None
             found.append(Found(f"{cand.label}; {choice.tiling.describe()}",
-                               format_spec(concrete), choice.bound, choice.even, choice.pes))
+                               format_spec(choice.spec), choice.bound, choice.even,
+                               choice.pes))
     result.tilings = len(found)
     found.sort(key=lambda f: (not f.even, f.bound, f.pes))
     seen: set[str] = set()
@@ -171,7 +164,8 @@ def search(program: str | Path, width: int, height: int, *,
                 continue
             seen.add(f.text)
             if not left(0.9):
-                result.out_of_time.append("compilation")
+                if "compilation" not in result.out_of_time:
+                    result.out_of_time.append("compilation")
                 break
             say("compile", result.compiled, 0)
             try:
@@ -205,21 +199,13 @@ def _validate(text: str, model: PolyModel) -> Mapping:
 def _simulate(program: str | Path, ready: list[Found], params: dict[str, Binding],
               fabric: str, scheduler: str | None, workers: int | None,
               result: SearchResult) -> None:
-    """Simulate and verify the compiled candidates (as a sweep of their .map files)."""
+    """Simulate and verify the compiled candidates as sweep points (each carries its
+    mapping's text, so that workers elsewhere need no file of it)."""
     from dtg.sweep import Point, run_sweep
 
-    if not ready:
-        return
-    with tempfile.TemporaryDirectory(prefix="dtg-search-") as tmp:
-        todo = []
-        for k, f in enumerate(ready):
-            path = Path(tmp) / f"candidate{k}.map"
-            path.write_text(f.text)
-            todo.append(Point(k, str(Path(program).resolve()), str(path), dict(params),
-                              fabric=fabric))
-        rows = run_sweep(todo, scheduler=scheduler, workers=workers)
-        for row in rows:
-            f = ready[row["index"]]
-            f.cycles, f.verified = row["cycles"], row["verified"]
-            f.error = row["error"]
-            result.simulated += row["cycles"] is not None
+    todo = [Point(k, str(Path(program).resolve()), f.text, dict(params), fabric=fabric)
+            for k, f in enumerate(ready)]
+    for row in run_sweep(todo, scheduler=scheduler, workers=workers):
+        f = ready[row["index"]]
+        f.cycles, f.verified, f.error = row["cycles"], row["verified"], row["error"]
+        result.simulated += row["cycles"] is not None

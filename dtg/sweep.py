@@ -31,7 +31,7 @@ class Point:
 
     index: int
     program: str
-    mapping: str | None
+    mapping: str | None  # a .map path, or a mapping's text (dtg.compile takes both)
     params: dict[str, Binding] = field(default_factory=dict)
     simd: bool = True
     fabric: str = "paper"

@@ -30,7 +30,7 @@ import islpy as isl
 from dtg.lair.diagnostics import DtgError, MappingError
 from dtg.lair.lower import PolyModel
 from dtg.mapping.spec import IslText, MappingSpec, bind_mapping
-from dtg.mapping.validate import Mapping, rectangle_size, validate_mapping
+from dtg.mapping.validate import Mapping, rectangle_size, statement_pieces, validate_mapping
 
 TILE_PARAMETERS = ("TX", "TY", "OX", "OY")
 """What a direction-only mapping's streams may use: the tiles and offsets chosen."""
@@ -70,6 +70,7 @@ class Choice:
     bound: int
     pes: int
     even: bool = True
+    spec: MappingSpec | None = None  # the written form: placement and streams filled in
 
     @property
     def rank(self) -> tuple[bool, int]:
@@ -84,24 +85,17 @@ def _directions(text: IslText, model: PolyModel) -> list[tuple[str, isl.Map]]:
     except isl.Error:
         raise MappingError("isl cannot read the placement direction; expected e.g. "
                            "{ ff[i, j] -> [j, i] }", text.loc) from None
-    statements = {s.name: s for s in model.statements}
-    found: dict[str, isl.Map] = {}
-    maps = union.get_map_list()
-    for rel in (maps.get_at(k) for k in range(maps.n_map())):
-        name = rel.get_tuple_name(isl.dim_type.in_)
-        if name not in statements:
-            raise MappingError(f"the placement direction names unknown statement '{name}'; "
-                               f"statements are {', '.join(statements)}", text.loc)
-        if rel.dim(isl.dim_type.out) != 2 or rel.has_tuple_name(isl.dim_type.out):
-            raise MappingError(f"the direction of '{name}' must be a pair [x, y] of its "
-                               "dimensions, e.g. ff[i, j] -> [j, i]", text.loc)
-        found[name] = found[name].union(rel) if name in found else rel
+    found = statement_pieces(
+        union, model, text, "placement direction",
+        lambda space: space.dim(isl.dim_type.set) == 2 and not space.has_tuple_name(
+            isl.dim_type.set), "must be a pair [x, y] of its dimensions, e.g. ff[i, j] -> [j, i]")
     result = []
     for stmt in model.statements:
-        if stmt.name not in found:
-            raise MappingError(f"the placement direction does not place statement "
-                               f"'{stmt.name}'", text.loc)
-        result.append((stmt.name, found[stmt.name].intersect_domain(stmt.domain)))
+        rel = found[stmt.name].intersect_domain(stmt.domain)
+        if not rel.range().is_bounded():
+            raise MappingError(f"the placement direction of '{stmt.name}' is unbounded: give "
+                               "each instance a pair of its own dimensions", text.loc)
+        result.append((stmt.name, rel))
     return result
 
 
@@ -163,8 +157,9 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
     for tiling in tilings:
         placement = _placement(directions, tiling, a0, b0, spec.placement)
         concrete = replace(spec, placement=placement, direction=False)
+        concrete = bind_mapping(concrete, tiling.values())
         try:
-            mapping = validate_mapping(bind_mapping(concrete, tiling.values()), model)
+            mapping = validate_mapping(concrete, model)
         except DtgError as err:
             first_error = first_error or err
             continue
@@ -173,7 +168,7 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
             used = rel.range() if used is None else used.union(rel.range())
         pes = int(used.count_val().to_python()) if used is not None else 0
         found.append(Choice(tiling, mapping, bound_of(mapping), pes,
-                            _even(tiling, extents, (a1 - a0 + 1, b1 - b0 + 1))))
+                            _even(tiling, extents, (a1 - a0 + 1, b1 - b0 + 1)), concrete))
     if not found:
         assert first_error is not None
         raise MappingError(

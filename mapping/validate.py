@@ -6,7 +6,7 @@ where isl finds a violation, one concrete witness (an instance, a PE, an element
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -230,35 +230,49 @@ def rectangle_size(text: IslText) -> tuple[int, int]:
     return width, height
 
 
-def _placement(text: IslText, model: PolyModel, rect: isl.Set) -> tuple[tuple[str, isl.Map], ...]:
-    union = _parse(isl.UnionMap, text, "placement")
-    assert isinstance(union, isl.UnionMap)
+def statement_pieces(union: isl.UnionMap, model: PolyModel, text: IslText, what: str,
+                     range_ok: Callable[[isl.Space], bool], range_wanted: str
+                     ) -> dict[str, isl.Map]:
+    """``union``, a relation from statement instances (a placement, or a placement's
+    directions), by statement: each names a statement of ``model`` with a plain tuple of
+    its iterators and has a range ``range_ok`` accepts (else ``range_wanted`` says what
+    it must be); every statement has one."""
     if union.dim(isl.dim_type.param) != 0:
-        raise MappingError("the placement must not have parameters", text.loc)
+        raise MappingError(f"the {what} must not have parameters", text.loc)
     statements = {s.name: s for s in model.statements}
     pieces: dict[str, isl.Map] = {}
     maps = union.get_map_list()
     for rel in (maps.get_at(k) for k in range(maps.n_map())):
         name = rel.get_tuple_name(isl.dim_type.in_)
         if name not in statements:
-            raise MappingError(f"the placement names unknown statement '{name}'; statements "
+            raise MappingError(f"the {what} names unknown statement '{name}'; statements "
                                f"are {', '.join(statements)}", text.loc)
-        if not _same_tuples(rel.get_space().range(), _pe_space()):
-            raise MappingError(f"the placement of '{name}' must map to PE[x, y]", text.loc)
+        if not range_ok(rel.get_space().range()):
+            raise MappingError(f"the {what} of '{name}' {range_wanted}", text.loc)
         domain = statements[name].domain
         if rel.dim(isl.dim_type.in_) != domain.dim(isl.dim_type.set):
             raise MappingError(
-                f"the placement gives '{name}' {rel.dim(isl.dim_type.in_)} dimensions; "
+                f"the {what} gives '{name}' {rel.dim(isl.dim_type.in_)} dimensions; "
                 f"it has {domain.dim(isl.dim_type.set)}", text.loc)
         if not _same_tuples(rel.get_space().domain(), domain.get_space()):
-            raise MappingError(f"the placement must place instances {name}[...] with one "
+            raise MappingError(f"the {what} must place instances {name}[...] with one "
                                "plain tuple of iterators, not a nested one", text.loc)
         pieces[name] = pieces[name].union(rel) if name in pieces else rel
-    result = []
     for stmt in model.statements:
         if stmt.name not in pieces:
-            raise MappingError(f"the placement does not place statement '{stmt.name}'",
+            raise MappingError(f"the {what} does not place statement '{stmt.name}'",
                                text.loc)
+    return pieces
+
+
+def _placement(text: IslText, model: PolyModel, rect: isl.Set) -> tuple[tuple[str, isl.Map], ...]:
+    union = _parse(isl.UnionMap, text, "placement")
+    assert isinstance(union, isl.UnionMap)
+    pieces = statement_pieces(union, model, text, "placement",
+                              lambda space: _same_tuples(space, _pe_space()),
+                              "must map to PE[x, y]")
+    result = []
+    for stmt in model.statements:
         rel = pieces[stmt.name].intersect_domain(stmt.domain)
         unplaced = stmt.domain.subtract(rel.domain())
         if not unplaced.is_empty():

@@ -34,7 +34,7 @@ def test_listing_2_by_direction_compiles_verifies_and_matches_the_paper() -> Non
 def test_candidates_put_even_tiles_first_then_the_bound() -> None:
     program = load_program(TRAIN)
     spec = bound_mapping(parse_file(TRAIN), parse_mapping_file(DIRECTION), {})
-    found = candidates(spec, program.model, lambda m: m.width * 0 + len(m.placement))
+    found = candidates(spec, program.model, lambda m: len(m.placement))  # (one bound for all)
     assert found[0].even and not found[-1].even
     assert {c.tiling for c in found} >= {Tiling(4, 8, 0, 1), Tiling(4, 8, 0, 0),
                                           Tiling(4, 7, 0, 0)}
@@ -59,6 +59,8 @@ def test_emit_mapping_shows_the_chosen_placement(cli) -> None:  # type: ignore[n
     ("placement direction { nope[i, j] -> [j, i] }", "names unknown statement 'nope'"),
     ("placement direction { ff[i, j] -> [j] }", "must be a pair [x, y]"),
     ("placement direction { ff[i, j] -> [j, i] }\nlet TX = 4", "'TX' names the tiling"),
+    ("placement direction { ff[i] -> [i, 0] }", "gives 'ff' 1 dimensions; it has 2"),
+    ("placement direction { ff[i, j] -> [k, i] }", "direction of 'ff' is unbounded"),
 ])
 def test_bad_directions_are_located(tmp_path: Path, text: str, message: str) -> None:
     ff = EXAMPLES / "fc" / "ff.lair"
