@@ -13,7 +13,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -57,6 +57,38 @@ def check_writable_target(path: str | os.PathLike[str], what: str) -> Path:
         raise InputError(f"cannot write {what} {path}: it is not a regular file (a device, "
                          "pipe or socket)")
     return path
+
+
+def _identity(path: Path) -> tuple[str, object]:
+    """What makes two paths the same file: the device and inode of an existing file
+    (hard links, symlinks and ``..`` included), else the resolved path."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ("path", str(path.resolve()))
+    return ("inode", (info.st_dev, info.st_ino))
+
+
+def check_distinct(outputs: Iterable[tuple[str | os.PathLike[str] | None, str]],
+                   inputs: Iterable[tuple[str | os.PathLike[str] | None, str]] = ()) -> None:
+    """Refuse, before any work, an output that is or resolves to one of the command's
+    inputs, or to another of its outputs: writing it would destroy what the command
+    reads, or one output would silently replace the other. Entries are ``(path, what)``;
+    ``None`` paths and ``-`` (standard input or output) are skipped."""
+    seen: dict[tuple[str, object], tuple[str, str]] = {}
+    for path, what in inputs:
+        if path is not None and str(path) != "-":
+            seen.setdefault(_identity(Path(path)), (str(path), what))
+    for path, what in outputs:
+        if path is None or str(path) == "-":
+            continue
+        key = _identity(Path(path))
+        if key in seen:
+            other, other_what = seen[key]
+            same = "is" if other == str(path) else f"is the same file as {other},"
+            raise InputError(f"cannot write {what} to {path}: it {same} {other_what}; "
+                             "name another file (nothing was written)")
+        seen[key] = (str(path), what)
 
 
 def check_new_file(path: str | os.PathLike[str], what: str) -> Path:
