@@ -8,6 +8,8 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -66,21 +68,57 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
+def _tolerant_streams() -> None:
+    """Let standard output and error print any text: a file name that is not valid in
+    the locale's encoding (a non-UTF-8 byte, a C locale) shows as an escape instead of
+    ending the run in a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+
+
+def _stdout_closed() -> None:
+    """The reader of standard output went away (``dtg-codegen -o - | head``): send what
+    is still buffered nowhere, so that the interpreter's final flush fails no more."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def run_guarded(body: Callable[[], None]) -> int:
     """Run a driver's work; report errors as described above and return the exit status."""
+    _tolerant_streams()
     try:
         body()
+        sys.stdout.flush()  # (a closed pipe shows here, not at the interpreter's exit)
     except _Shown:
         return 0
+    except BrokenPipeError:
+        _stdout_closed()
+        print("error: standard output was closed before everything was written to it "
+              "(a pipe whose reader ended)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print(Interrupted("stopped by Ctrl-C").format(),
-              file=sys.stderr)
+        print(Interrupted("stopped by Ctrl-C").format(), file=sys.stderr)
         return Interrupted.status
     except DtgError as err:
         print(err.format(), file=sys.stderr)
         return err.status
-    except Exception as exc:  # a bug of ours, not of the input: say so, without a traceback
-        print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
-              "please report it with the input that caused it", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        if exc.filename is not None:  # the system refused a path the user gave (too long, ...)
+            print(f"error: cannot use {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        return _internal(exc)
+    except Exception as exc:
+        return _internal(exc)
     return 0
+
+
+def _internal(exc: Exception) -> int:
+    """A bug of ours, not of the input: say so, without a traceback."""
+    print(f"internal error: {type(exc).__name__}: {exc}\n  note: this is a bug in dtg; "
+          "please report it with the input that caused it", file=sys.stderr)
+    return 2

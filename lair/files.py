@@ -109,13 +109,14 @@ def write_atomically(path: str | os.PathLike[str],
     path = check_writable_target(path, what)
     parent = path.parent
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        # (the name is cut so that a target name of up to 255 bytes still leaves room)
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:200]}.", suffix=".tmp")
     except OSError as exc:
         raise InputError(f"cannot write {what} {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             if isinstance(content, str):
-                handle.write(content.encode("utf-8"))
+                handle.write(_utf8(content, what))
             elif isinstance(content, bytes):
                 handle.write(content)
             else:
@@ -129,6 +130,19 @@ def write_atomically(path: str | os.PathLike[str],
     except BaseException:
         _discard(tmp)
         raise
+
+
+def _utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8, or an error where it holds a file name that is not UTF-8 (its
+    bytes reach Python as lone surrogates, which no UTF-8 file can hold)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        first = text.rfind("\n", 0, exc.start) + 1
+        last = text.find("\n", exc.end)
+        line = text[first:last if last >= 0 else len(text)].strip()[:200]
+        raise InputError(f"cannot write {what}: it would name a file whose name is not "
+                         f"valid UTF-8, in the line {line!a}; rename that file") from None
 
 
 def _discard(tmp: str) -> None:
