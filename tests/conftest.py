@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -30,10 +32,20 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return run
 
 
+# Tests run on loaded machines and in parallel (pytest -n auto): Hypothesis' default
+# limit of 200 ms per example would fail them by chance, not by a bug.
+settings.register_profile("dtg", deadline=None)
+settings.load_profile("dtg")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "random: random differential tests of compiler and simulator "
-        "(tests/random; DTG_RANDOM_EXAMPLES=N sets the number of pairs)")
+    """Markers are registered in pyproject.toml. ``DTG_UPDATE_PINS=1`` rewrites shared pin
+    files (tests/run_pins.py, tests/e2e): parallel workers would lose each other's pins,
+    so that run stays in one process (this runs before xdist starts its workers)."""
+    if os.environ.get("DTG_UPDATE_PINS") and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+        config.option.tx = []
 
 
 def verify_pair(directory: Path, lair: str, mapping: str, *, simd: bool,

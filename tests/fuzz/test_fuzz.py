@@ -1,7 +1,9 @@
-"""A fixed-seed fuzz batch through the three front ends, and the harness itself.
+"""Fixed-seed fuzz batches through the three front ends, and the harness itself.
 
-``benchmarks/fuzz.py`` runs the same generator at any size; this batch keeps the suite
-honest: no input may end in an internal error (a traceback, a crash) or a hang.
+``benchmarks/fuzz.py`` runs the same generator at any size; these batches keep the suite
+honest: no input may end in an internal error (a traceback, a crash) or a hang. Every run
+of the suite fuzzes the first ``BATCH`` inputs; the long batches (``-m long``, run by CI
+after the suite) the next ``LONG_CHUNKS`` x ``BATCH``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import pytest
 
 from dtg.lair.diagnostics import DtgError
 
-BATCH = 800
+BATCH = 200
 SEED = 20240917
+LONG_CHUNKS = 4
 
 
-def test_fixed_seed_batch_has_no_internal_error_and_no_hang() -> None:
-    summary = fuzzing.run_cases(fuzzing.cases(SEED, BATCH), jobs=2, timeout=20)
+def check_batch(start: int) -> None:
+    """Inputs ``start`` to ``start + BATCH - 1`` of the run with ``SEED``."""
+    summary = fuzzing.run_cases(fuzzing.cases(SEED, BATCH, start), jobs=2, timeout=20)
     assert summary.total == BATCH
     bad = [f"#{case.index} {case.kind} ({case.origin}): {result.outcome}: {result.detail}"
            for case, result in summary.bad]
@@ -29,6 +33,16 @@ def test_fixed_seed_batch_has_no_internal_error_and_no_hang() -> None:
     for kind in fuzzing.KINDS:
         assert summary.by_kind[kind]["clean"] > 0, kind
         assert summary.by_kind[kind]["accepted"] > 0, kind
+
+
+def test_fixed_seed_batch_has_no_internal_error_and_no_hang() -> None:
+    check_batch(0)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("chunk", range(1, LONG_CHUNKS + 1))
+def test_long_fixed_seed_batch_has_no_internal_error_and_no_hang(chunk: int) -> None:
+    check_batch(chunk * BATCH)
 
 
 def test_corpus_covers_every_example_and_compiled_modules() -> None:
