@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,12 @@ from dtg.codegen.report import compile_report, program_report
 from dtg.lair import ast
 from dtg.lair.cli import ArgumentParser, report_header, run_guarded
 from dtg.lair.diagnostics import CompilerBug, DtgError, InputError, LimitError
-from dtg.lair.files import check_new_file, check_writable_target, write_atomically
+from dtg.lair.files import (
+    check_distinct,
+    check_new_file,
+    check_writable_target,
+    write_atomically,
+)
 from dtg.lair.frontend import Program, from_source
 from dtg.lair.limits import MAX_INPUT_BYTES
 from dtg.lair.parser import parse, parse_file
@@ -36,6 +42,7 @@ from dtg.mapping.direction import Tiling, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
 from dtg.pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
+from dtg.pesim.sources import output_path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,11 +124,25 @@ def load_choices(source: ast.Module, spec: MappingSpec | None, params: dict[str,
     return program, groups
 
 
-def compile_choices(program: Program, groups: list[Group], **options: Any) -> Compilation:
+def compile_choices(program: Program, groups: list[Group], *, mapping_file: str | None = None,
+                    mapping_params: Sequence[tuple[str, int]] = (), **options: Any
+                    ) -> Compilation:
     """Compile with the best mapping the back end can realize: a written mapping as it
     is; for a direction-only placement, the group of best rank of which any compiles,
     and in it the tiling that simulates fastest (random integer inputs, seed 0). The
-    first error when nothing compiles."""
+    first error when nothing compiles. The module names ``mapping_file`` (relative to
+    where it goes) with ``mapping_params`` and the tiling chosen, so that pesim can
+    derive its bound."""
+    compiled, tiling = _best_choice(program, groups, **options)
+    if compiled.module is None or mapping_file is None:
+        return compiled
+    chosen = tuple(tiling.values().items()) if tiling is not None and tiling.per is None else ()
+    return replace(compiled, module=replace(compiled.module, mapping=mapping_file,
+                                            mapping_params=(*mapping_params, *chosen)))
+
+
+def _best_choice(program: Program, groups: list[Group], **options: Any
+                 ) -> tuple[Compilation, Tiling | None]:
     first: DtgError | None = None
     for group in groups:
         compiled: list[tuple[Compilation, Tiling | None]] = []
@@ -133,9 +154,9 @@ def compile_choices(program: Program, groups: list[Group], **options: Any) -> Co
                     raise
                 first = first or err
         if len(compiled) == 1 or (compiled and options.get("stop", "code") != "code"):
-            return compiled[0][0]
+            return compiled[0]
         if compiled:
-            return min(compiled, key=lambda ct: _simulated_cycles(ct[0]))[0]
+            return min(compiled, key=lambda ct: _simulated_cycles(ct[0]))
     assert first is not None
     raise first
 
@@ -174,24 +195,33 @@ def compile_file(program_path: str | Path, mapping_path: str | Path | None = Non
     the costs of ``fabric`` (default: the paper preset). ``params`` binds the sizes of
     the program and the parameters of the mapping; ``source`` is the program when it
     was parsed already (read from standard input: then the module names no reference
-    program)."""
+    program). The module names its program and mapping relative to ``outdir`` (default:
+    beside the program; the working directory for standard input)."""
     params = params or {}
     if str(program_path) == STDIN and mapping_path is None:
         raise InputError("a program read from standard input needs its mapping: -m FILE.map")
     if source is None:
         source = read_program(program_path)
-    spec = parse_mapping_file(mapping_file(program_path, mapping_path))
+    map_path = mapping_file(program_path, mapping_path)
+    spec = parse_mapping_file(map_path)
     program, groups = load_choices(source, spec, params, fabric)
-    reference = None
-    stem = "stdin"
-    if str(program_path) != STDIN:
-        here = Path(outdir) if outdir is not None else Path(program_path).parent
-        reference = os.path.relpath(Path(program_path).resolve(), here.resolve())
-        stem = Path(program_path).stem
+    for_program, for_mapping = split_params(source, spec, params)
+    stdin = str(program_path) == STDIN
+    here = (Path(outdir) if outdir is not None else Path.cwd() if stdin
+            else Path(program_path).parent)
+    reference = None if stdin else relative_to(program_path, here)
+    stem = "stdin" if stdin else Path(program_path).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
     return compile_choices(program, groups, stop=stop, simd=simd, name=name,
-                           reference=reference, params=tuple(params.items()), arrival=arrival,
-                           fabric=fabric)
+                           reference=reference, params=tuple(for_program.items()),
+                           arrival=arrival, fabric=fabric,
+                           mapping_file=relative_to(map_path, here),
+                           mapping_params=tuple(for_mapping.items()))
+
+
+def relative_to(path: str | Path, here: str | Path) -> str:
+    """``path`` as the module at ``here`` names it: relative to that directory."""
+    return os.path.relpath(Path(path).resolve(), Path(here).resolve())
 
 
 def _stage_text(stage: str, c: Compilation) -> str:
@@ -259,15 +289,20 @@ def run(args: argparse.Namespace) -> str:
     params = dict(parse_param(p) for p in args.param)
     if args.program == STDIN and not args.mapping:
         raise InputError("a program read from standard input needs its mapping: -m FILE.map")
-    source = read_program(args.program)
     path = Path(args.mapping) if args.mapping else default_mapping_path(args.program)
+    target = output_target(args.output, args.program, args.emit) if args.output else None
+    check_distinct([(output_path(target), f"the output of --emit={args.emit}"),
+                    (output_path(args.report), "the report")],
+                   [(args.program, "the program"),
+                    (path if args.mapping or path.exists() else None, "the mapping"),
+                    (args.config, "the fabric configuration")])
+    source = read_program(args.program)
     # the mapping may bind parameters too; the stages before it read it only for that
     early = args.emit in ("ast", "isl") and set(params) <= program_parameters(source)
     spec = (parse_mapping_file(path) if (args.mapping or path.exists()) and not early
             else None)
     for_program = params if spec is None else split_params(source, spec, params)[0]
     program = from_source(source, for_program)
-    target = output_target(args.output, args.program, args.emit) if args.output else None
     if args.report:  # (it may go into the directory -o makes)
         made = target is not None and Path(args.report).parent.resolve() == \
             target.parent.resolve()
@@ -282,7 +317,7 @@ def run(args: argparse.Namespace) -> str:
         return _write(args, target, text, {**header, **program_report(program)}, None)
     fabric = chosen_fabric(args.fabric, args.config)
     c = compile_file(args.program, args.mapping, params, stop=args.emit, simd=not args.no_simd,
-                     outdir=target.parent if target is not None else None,
+                     outdir=target.parent if target is not None else Path.cwd(),
                      arrival=args.arrival, fabric=fabric, source=source)
     if spec is not None and spec.direction:  # say what was chosen (--emit=mapping shows it)
         for name, rel in c.mapping.placement:

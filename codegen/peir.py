@@ -355,7 +355,11 @@ class StreamIO:
 
 @dataclass(frozen=True)
 class PeModule:
-    """Everything pesim needs: the mesh, the I/O streams and the programs."""
+    """Everything pesim needs: the mesh, the I/O streams and the programs; and where
+    they came from (``docs/pecode.md``, "Header"): the reference program with the
+    values of its parameters (``reference``, ``params``), and the mapping with the
+    values of its own (``mapping``, ``mapping_params``), which the bound is derived
+    from. Paths are relative to the module's directory."""
 
     name: str
     width: int
@@ -364,6 +368,8 @@ class PeModule:
     params: tuple[tuple[str, int | str], ...] = ()
     streams: tuple[StreamIO, ...] = ()
     programs: tuple[PeProgram, ...] = field(default=())
+    mapping: str | None = None
+    mapping_params: tuple[tuple[str, int], ...] = ()
 
 
 # ------------------------------------------------------------------------- renaming

@@ -226,11 +226,20 @@ def program(p: PeProgram) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _header(keyword: str, path: str | None, params: tuple[tuple[str, int | str], ...]
+            ) -> str:
+    """``reference "PATH" K=V ...`` or ``mapping ...``; without a path (a program read
+    from standard input) the parameters alone."""
+    where = "" if path is None else f' "{path}"'
+    return keyword + where + "".join(f" {k}={v}" for k, v in params)
+
+
 def module(m: PeModule) -> str:
     lines = [f"module {m.name}", f"mesh PE[{m.width}, {m.height}]"]
-    if m.reference is not None:
-        params = "".join(f" {k}={v}" for k, v in m.params)
-        lines.append(f'reference "{m.reference}"{params}')
+    if m.reference is not None or m.params:
+        lines.append(_header("reference", m.reference, m.params))
+    if m.mapping is not None or m.mapping_params:
+        lines.append(_header("mapping", m.mapping, m.mapping_params))
     for s in m.streams:
         lines.append(f"{s.direction} {s.tensor} {s.kind} color {s.color} {s.relation}")
     return "\n".join(lines) + "\n\n" + "\n".join(program(p) for p in m.programs)

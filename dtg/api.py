@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,14 @@ from dtg.lair.frontend import Program, load_program, program_from_text
 from dtg.lair.interp import check_inputs
 from dtg.lair.limits import MAX_SECONDS
 from dtg.lair.parser import parse, parse_file
+from dtg.mapping.binding import split_params
+from dtg.mapping.direction import TILE_PARAMETERS
 from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
-from dtg.pesim.fabric import FabricConfig, preset
+from dtg.pesim.fabric import PRESETS, FabricConfig, preset
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.parser import parse_module_text
-from dtg.pesim.report import build_report
-from dtg.pesim.run import (
-    RunOutcome,
-    find_module,
-    load_module,
-    load_reference,
-    make_inputs,
-    run_module,
-)
+from dtg.pesim.report import build_report, run_header
+from dtg.pesim.run import RunOutcome, make_inputs, run_file, run_module
 from dtg.pesim.sim import PeStats, check_budget
 from dtg.pesim.trace import Trace
 from dtg.pesim.verify import verify_module
@@ -68,7 +63,8 @@ def load(program: Source, params: Params | None = None) -> Program:
     return load_program(Path(program), bound)
 
 
-def _mapping_spec(program: Source, mapping: Source | None) -> MappingSpec:
+def _mapping_spec(program: Source, mapping: Source | None) -> tuple[MappingSpec, Path | None]:
+    """The mapping's spec, and its file (None for text)."""
     if mapping is None:
         if _is_text(program):
             raise InputError("a program given as text needs its mapping: "
@@ -77,10 +73,10 @@ def _mapping_spec(program: Source, mapping: Source | None) -> MappingSpec:
         if not beside.exists():
             raise InputError(f"no mapping for {program}: expected {beside} beside it, or pass "
                              "mapping=...")
-        return parse_mapping_file(beside)
+        return parse_mapping_file(beside), beside
     if _is_text(mapping):
-        return parse_mapping(str(mapping), "<mapping>")
-    return parse_mapping_file(Path(mapping))
+        return parse_mapping(str(mapping), "<mapping>"), None
+    return parse_mapping_file(Path(mapping)), Path(mapping)
 
 
 def compile(program: Source, mapping: Source | None = None, *, params: Params | None = None,
@@ -92,18 +88,23 @@ def compile(program: Source, mapping: Source | None = None, *, params: Params | 
     ``fabric`` is a preset name (``"paper"``, ``"wse2"``, ``"wse3"``) or a
     :class:`FabricConfig`: its costs, memory, SIMD configurations and colors are what the
     compiler plans with. The result's ``module`` is the PE module; :func:`module_text`
-    prints it.
+    prints it. The module names the program and the mapping files by absolute path
+    (a text names none), with the parameters each was given.
     """
     bound = dict(params or {})
     source = (parse(str(program), "<program>") if _is_text(program)
               else parse_file(Path(program)))
     chosen = _fabric(fabric)
-    loaded, groups = load_choices(source, _mapping_spec(program, mapping), bound, chosen)
+    spec, spec_file = _mapping_spec(program, mapping)
+    loaded, groups = load_choices(source, spec, bound, chosen)
+    for_program, for_mapping = split_params(source, spec, bound)
     reference = None if _is_text(program) else str(Path(program).resolve())
     stem = "program" if _is_text(program) else Path(program).stem
     name = stem if stem.isidentifier() else "m_" + re.sub(r"\W", "_", stem)
     return compile_choices(loaded, groups, simd=simd, name=name, reference=reference,
-                           params=tuple(bound.items()), arrival=arrival, fabric=chosen)
+                           params=tuple(for_program.items()), arrival=arrival, fabric=chosen,
+                           mapping_file=None if spec_file is None else str(spec_file.resolve()),
+                           mapping_params=tuple(for_mapping.items()))
 
 
 def module_text(compilation: Compilation) -> str:
@@ -125,6 +126,7 @@ class Result:
     """
 
     outcome: RunOutcome
+    header: dict[str, Any] = field(default_factory=dict)  # how the run was asked for
 
     @property
     def cycles(self) -> int:
@@ -179,8 +181,8 @@ class Result:
         return self.outcome.result.trace
 
     def report(self) -> dict[str, Any]:
-        """The JSON report ``pesim --report`` writes, as a dict."""
-        return build_report(self.outcome)
+        """The JSON report ``pesim --report`` writes, as a dict (the same fields)."""
+        return build_report(self.outcome, self.header)
 
     def write_trace(self, path: str | os.PathLike[str]) -> None:
         """The timeline as a Chrome/Perfetto trace (JSON; open it in ui.perfetto.dev)."""
@@ -191,7 +193,7 @@ class Result:
 
     def write_heatmap(self, path: str | os.PathLike[str]) -> None:
         """A picture of busy cycles per PE and wavelets per link (PNG)."""
-        draw_heatmap(self.outcome.result, path)
+        draw_heatmap(self.outcome.result, path, self.outcome.module)
 
 
 def simulate(what: Compilation | Source, *, inputs: Mapping[str, np.ndarray] | None = None,
@@ -205,15 +207,30 @@ def simulate(what: Compilation | Source, *, inputs: Mapping[str, np.ndarray] | N
     (``Result.trace``, written by ``Result.write_trace``). ``fabric`` defaults to the one
     the compilation was planned for.
     """
+    given = None if inputs is None else "<arrays>"
     if isinstance(what, Compilation):
-        return Result(_simulate_compilation(what, inputs, seed, fabric, max_seconds, trace))
-    config = None if fabric is None else _fabric(fabric)
-    module_path = find_module(Path(what))
-    module = load_module(module_path, config)
-    ref_path, program = load_reference(module, module_path)
-    data = _inputs(program, inputs, seed)
-    return Result(run_module(module, program, data, config=config, module_path=module_path,
-                             reference=ref_path, max_seconds=max_seconds, trace=trace))
+        outcome = _simulate_compilation(what, inputs, seed, fabric, max_seconds, trace)
+        mapping: str | None = what.mapping.file
+    else:
+        config = None if fabric is None else _fabric(fabric)
+        outcome = run_file(Path(what), inputs=inputs, seed=seed, config=config,
+                           max_seconds=max_seconds, trace=trace)
+        mapping = None if outcome.mapping_path is None else str(outcome.mapping_path)
+    module = outcome.module
+    params = {**dict(module.params), **{k: v for k, v in module.mapping_params
+                                        if k not in TILE_PARAMETERS}}
+    header = run_header(params=params, seed=seed if inputs is None else None, inputs=given,
+                        fabric_preset=_preset_name(fabric, outcome.result.config),
+                        fabric_config=None, mapping=mapping)
+    return Result(outcome, header)
+
+
+def _preset_name(fabric: str | FabricConfig | None, config: FabricConfig) -> str | None:
+    """The name of the preset the run's fabric is (None for one of the caller's own)."""
+    if isinstance(fabric, str):
+        return fabric
+    return next((name for name, preset_config in PRESETS.items() if preset_config == config),
+                None)
 
 
 def _inputs(program: Program, inputs: Mapping[str, np.ndarray] | None, seed: int
@@ -238,5 +255,6 @@ def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | Non
                          trace=trace)
     bound = mapping_bound(c.program.model, c.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
+    written = None if c.mapping.file.startswith("<") else Path(c.mapping.file).resolve()
     return RunOutcome(outcome.module, None, None, outcome.inputs, outcome.expected,
-                      outcome.result, outcome.comparison, bound)
+                      outcome.result, outcome.comparison, bound, written)

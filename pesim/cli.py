@@ -1,14 +1,14 @@
 """``pesim``: simulate a PE module on the mesh and check it against its reference program.
 
-    pesim MODULE.pe | OUTDIR | PROG.lair [-m MAP] [--param K=V] [--no-simd] [--arrival A]
-          [--inputs IN.npz] [--outputs OUT.npz] [--seed N]
-          [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
+    pesim MODULE.pe | OUTDIR | - | PROG.lair [-m MAP] [--param K=V] [--no-simd]
+          [--arrival A] [--reference PROG.lair] [--inputs IN.npz] [--outputs OUT.npz]
+          [--seed N] [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
           [--trace TRACE.json] [--heatmap PICTURE.png] [-I DIR] [--max-seconds S] [--quiet]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
-error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch);
-130 when Ctrl-C stopped the simulation (the report then says so and holds what was
-measured up to that cycle).
+error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch,
+an output that would replace an input); 130 when Ctrl-C stopped the simulation (the
+report then says so and holds what was measured up to that cycle).
 """
 
 from __future__ import annotations
@@ -19,21 +19,28 @@ import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 from rich.console import Console
 
-from dtg.lair.cli import ArgumentParser, UsageError, report_header, run_guarded
+from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
 from dtg.lair.diagnostics import DtgError, Interrupted, SimulationError
-from dtg.lair.files import check_new_file, write_atomically
+from dtg.lair.files import check_distinct, check_new_file, write_atomically
 from dtg.lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from dtg.lair.specialize import parse_param
 from dtg.pesim.fabric import add_fabric_arguments, chosen_fabric
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.progress import ProgressBar, Watcher
-from dtg.pesim.report import build_report, failure_report, print_summary, write_report
+from dtg.pesim.report import (
+    build_report,
+    failure_report,
+    print_summary,
+    run_header,
+    write_report,
+)
 from dtg.pesim.run import RunOutcome, run_file, run_program
+from dtg.pesim.sources import STDIN, Claim, output_path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,11 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pesim",
         description="Simulate a PE module (the text dtg-codegen emits) on a PE mesh, check "
                     "its outputs against the reference LAIR program and report cycles.")
-    parser.add_argument("module", metavar="MODULE.pe|OUTDIR|PROG.lair",
-                        help="a .pe module, a directory holding exactly one, or a LAIR "
-                             "program to compile first")
+    parser.add_argument("module", metavar="MODULE.pe|OUTDIR|-|PROG.lair",
+                        help="a .pe module, a directory holding exactly one, - to read one "
+                             "from standard input, or a LAIR program to compile first")
     parser.add_argument("-m", "--mapping", metavar="MAP",
-                        help="with PROG.lair: the mapping (default: the .map file beside it)")
+                        help="with PROG.lair: the mapping (default: the .map file beside it); "
+                             "with a module: the mapping its bound comes from (default: the "
+                             "one its 'mapping' line names)")
+    parser.add_argument("--reference", metavar="PROG.lair",
+                        help="with a module: its reference program (default: the one its "
+                             "'reference' line names; a module compiled from standard input "
+                             "names none)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
                         help="with PROG.lair: bind a size or type parameter")
     parser.add_argument("--no-simd", action="store_true",
@@ -55,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "cheaper (batched, the default) or one task per wavelet "
                              "(per-wavelet, as in the paper)")
     parser.add_argument("-I", "--reference-dir", action="append", default=[], metavar="DIR",
-                        help="with MODULE.pe: look for its reference program in DIR too, when "
-                             "it is not where the module says (the module was moved); "
-                             "repeatable, searched before $DTG_PATH")
+                        help="with a module: look for its reference program and mapping in DIR "
+                             "too, when they are not where the module says (the module was "
+                             "moved); repeatable, searched before $DTG_PATH")
     parser.add_argument("--inputs", metavar="IN.npz",
                         help="input tensors by name (default: random integers from --seed)")
     parser.add_argument("--seed", type=seed_arg, default=None, metavar="N",
@@ -121,89 +134,156 @@ def internal_error_text(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
-def simulate_args(args: argparse.Namespace, watch: Watcher | None = None) -> RunOutcome:
+class Distinct:
+    """The files a run writes, kept apart from every file it reads: those named on the
+    command line at once, those a module names as soon as they are known."""
+
+    def __init__(self, outputs: list[tuple[str | None, str]],
+                 inputs: list[tuple[str | Path | None, str]]):
+        self.outputs = [(output_path(p), what) for p, what in outputs if p]
+        self.inputs = inputs
+        self.collided = False
+        self._check()
+
+    def _check(self) -> None:
+        try:
+            check_distinct(self.outputs, self.inputs)
+        except DtgError:
+            self.collided = True
+            raise
+
+    def claim(self, path: Path, what: str) -> None:
+        self.inputs.append((path, what))
+        self._check()
+
+
+def is_lair(args: argparse.Namespace) -> bool:
+    return args.module != STDIN and Path(args.module).suffix == ".lair"
+
+
+def read_inputs_of(args: argparse.Namespace) -> list[tuple[str | Path | None, str]]:
+    """The files the command line names for reading (a module's own come later)."""
+    lair = is_lair(args)
+    mapping = args.mapping
+    if lair and mapping is None:
+        beside = Path(args.module).with_suffix(".map")
+        mapping = beside if beside.exists() else None
+    module = args.module if Path(args.module).is_file() else None
+    return [(module, "the program" if lair else "the module"), (mapping, "the mapping"),
+            (args.reference, "the reference program"), (args.inputs, "the inputs"),
+            (args.config, "the fabric configuration")]
+
+
+def simulate_args(args: argparse.Namespace, watch: Watcher | None = None,
+                  claim: Claim | None = None) -> RunOutcome:
     """Load, simulate and compare as the arguments say."""
     config = chosen_fabric(args.fabric, args.config)
-    if Path(args.module).suffix == ".lair":
+    if is_lair(args):
         params = dict(parse_param(p) for p in args.param)
         return run_program(args.module, mapping_path=args.mapping, params=params,
                            simd=not args.no_simd, arrival=args.arrival or "batched",
                            inputs_path=args.inputs,
                            seed=args.seed or 0, config=config, max_seconds=args.max_seconds,
                            watch=watch, trace=bool(args.trace))
-    if args.mapping or args.param or args.no_simd or args.arrival:
-        raise UsageError("-m, --param, --no-simd and --arrival apply to a .lair program only")
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
                     max_seconds=args.max_seconds, watch=watch, search=args.reference_dir,
-                    trace=bool(args.trace))
+                    trace=bool(args.trace), reference=args.reference, mapping=args.mapping,
+                    claim=claim)
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    if args.inputs is not None and args.seed is not None:
+        raise UsageError("--inputs and --seed exclude each other: the seed only makes "
+                         "random inputs")
+    if is_lair(args) and args.reference:
+        raise UsageError("--reference names the reference program of a PE module; a .lair "
+                         "program is its own reference")
+    if not is_lair(args) and (args.param or args.no_simd or args.arrival):
+        raise UsageError("--param, --no-simd and --arrival apply to a .lair program only (a "
+                         "module's parameters are on its 'reference' and 'mapping' lines)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> None:
         args = build_parser().parse_args(argv)
-        if args.inputs is not None and args.seed is not None:
-            raise UsageError("--inputs and --seed exclude each other: the seed only makes "
-                             "random inputs")
-        if args.report:
-            check_new_file(args.report, "the report")
-        for path, what in ((args.outputs, "the outputs"), (args.trace, "the trace"),
-                           (args.heatmap, "the heatmap")):
+        check_usage(args)
+        outputs = [(args.report, "the report"), (args.outputs, "the outputs"),
+                   (args.trace, "the trace"), (args.heatmap, "the heatmap")]
+        for path, what in outputs:
             if path:
                 check_new_file(path, what)
+        distinct = Distinct(outputs, read_inputs_of(args))
         show = not args.quiet and sys.stderr.isatty()
-        lair = Path(args.module).suffix == ".lair"
-        header = report_header(
-            "pesim", params=dict(parse_param(p) for p in args.param),
+        header = run_header(
+            params=dict(parse_param(p) for p in args.param),
             seed=None if args.inputs else (args.seed or 0), inputs=args.inputs,
             fabric_preset=args.fabric, fabric_config=args.config,
-            mapping=(args.mapping or str(Path(args.module).with_suffix(".map"))) if lair
-            else None)
+            mapping=(args.mapping or str(Path(args.module).with_suffix(".map")))
+            if is_lair(args) else args.mapping)
         try:
             with ProgressBar() as bar:
-                outcome = simulate_args(args, bar.update if show else None)
+                outcome = simulate_args(args, bar.update if show else None, distinct.claim)
         except (Exception, KeyboardInterrupt) as exc:
-            # a failed or interrupted run still writes its report, so no older one survives
-            # (Ctrl-C in the event loop ends it with a partial report instead, below)
-            partial = getattr(exc, "partial_trace", None)
-            if args.trace and partial is not None and partial[0] is not None:
-                try:
-                    text = partial[0].json(Path(args.module).stem, partial[1])
-                    write_atomically(args.trace, text, "the trace")
-                    exc.notes = (*exc.notes, f"the trace up to cycle {partial[1]} was "  # type: ignore[union-attr]
-                                 f"written to {args.trace}")
-                except DtgError as failed:
-                    exc.notes = (*exc.notes, f"the trace was not written: {failed.message}")  # type: ignore[union-attr]
-            if args.report:
-                text = (exc.format() if isinstance(exc, DtgError) else
-                        "interrupted by Ctrl-C before the simulation ended"
-                        if isinstance(exc, KeyboardInterrupt) else internal_error_text(exc))
-                try:
-                    write_report(args.report, failure_report(args.module, text, header))
-                except DtgError as failed:
-                    if isinstance(exc, DtgError):
-                        exc.notes = (*exc.notes, f"the report was not written: {failed.message}")
+            if not distinct.collided:
+                write_failure(args, exc, header)
             raise
         report = build_report(outcome, header)
+        wrote: list[str] = []
         if args.report:
             write_report(args.report, report)
+            wrote.append(args.report)
         if args.outputs and outcome.result.complete:
             write_outputs(args.outputs, outcome.result.outputs)
+            wrote.append(args.outputs)
         if args.trace and outcome.result.trace is not None:
             write_atomically(args.trace, outcome.result.trace.json(outcome.result.module,
                                                                    outcome.result.cycles),
                              "the trace")
+            wrote.append(args.trace)
         if args.heatmap:
-            draw_heatmap(outcome.result, args.heatmap)
+            draw_heatmap(outcome.result, args.heatmap, outcome.module)
+            wrote.append(args.heatmap)
         print_summary(report, Console(file=sys.stdout))
+        for path in wrote:
+            print(f"wrote {path}")
         if not outcome.result.complete:
             written = " (the report is partial)" if args.report else ""
+            unwritten = " and --outputs was not written" if args.outputs else ""
             raise Interrupted(f"stopped by Ctrl-C at cycle {outcome.result.end}; outputs "
-                              f"were not compared{written}")
+                              f"were not compared{unwritten}{written}")
         if not outcome.comparison.verified:
             raise SimulationError(f"the outputs differ from the reference: "
                                   f"{outcome.comparison.mismatch}")
 
     return run_guarded(body)
+
+
+def write_failure(args: argparse.Namespace, exc: BaseException, header: dict[str, Any]
+                  ) -> None:
+    """What a failed or interrupted run still writes: its trace up to the error, and
+    its report, so that no older one survives (Ctrl-C in the event loop ends the run
+    with a partial report instead)."""
+    partial = getattr(exc, "partial_trace", None)
+    if args.trace and partial is not None and partial[0] is not None:
+        try:
+            text = partial[0].json(Path(args.module).stem, partial[1])
+            write_atomically(args.trace, text, "the trace")
+            note = f"the trace up to cycle {partial[1]} was written to {args.trace}"
+        except DtgError as failed:
+            note = f"the trace was not written: {failed.message}"
+        if isinstance(exc, DtgError):
+            exc.notes = (*exc.notes, note)
+    if not args.report:
+        return
+    text = (exc.format() if isinstance(exc, DtgError) else
+            "interrupted by Ctrl-C before the simulation ended"
+            if isinstance(exc, KeyboardInterrupt) else internal_error_text(exc))
+    try:
+        write_report(args.report, failure_report(args.module, text, header))
+        print(f"wrote {args.report}")
+    except DtgError as failed:
+        if isinstance(exc, DtgError):
+            exc.notes = (*exc.notes, f"the report was not written: {failed.message}")
 
 
 if __name__ == "__main__":

@@ -234,18 +234,29 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     # --------------------------------------------------------------------- module
 
     def start(self, meta: Any, children: list[Any]) -> PeModule:
-        name, width, height, reference, *rest = children
+        name, width, height, reference, mapping, *rest = children
         streams = tuple(c for c in rest if isinstance(c, StreamIO))
         programs = tuple(c for c in rest if isinstance(c, PeProgram))
         self.locs[("module",)] = self._tok(name)
         ref, params = reference if reference is not None else (None, ())
+        where, values = mapping if mapping is not None else (None, ())
         return PeModule(str(name), self._int(width), self._int(height), ref, params, streams,
-                        programs)
+                        programs, where, values)
 
-    def reference(self, meta: Any, children: list[Any]) -> tuple[str, tuple[Any, ...]]:
+    def reference(self, meta: Any, children: list[Any]
+                  ) -> tuple[str | None, tuple[Any, ...]]:
         path, *params = children
-        self.locs[("reference",)] = self._tok(path)
-        return str(path)[1:-1], tuple(params)
+        self.locs[("reference",)] = self._loc(meta)
+        return (None if path is None else str(path)[1:-1]), tuple(params)
+
+    def mapping(self, meta: Any, children: list[Any]) -> tuple[str | None, tuple[Any, ...]]:
+        path, *params = children
+        self.locs[("mapping",)] = self._loc(meta)
+        for key, value in params:
+            if not isinstance(value, int):
+                raise PeSyntaxError(f"the mapping's parameter {key} takes an integer, not "
+                                    f"{value!r}", self._loc(meta))
+        return (None if path is None else str(path)[1:-1]), tuple(params)
 
     def int_param(self, meta: Any, children: list[Any]) -> tuple[str, int]:
         return str(children[0]), self._int(children[1])

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dtg.codegen.peir import PeModule
+from dtg.lair.cli import report_header
 from dtg.lair.files import write_atomically
 from dtg.pesim.run import RunOutcome
 from dtg.pesim.sim import PeStats
@@ -35,12 +38,27 @@ def pe_entry(stats: PeStats, memory: int = 0) -> dict[str, Any]:
     return entry
 
 
+def run_header(*, params: Mapping[str, int | str] | None = None, seed: int | None = 0,
+               inputs: str | None = None, fabric_preset: str | None = None,
+               fabric_config: str | None = None, mapping: str | None = None
+               ) -> dict[str, Any]:
+    """How a run was asked for (:func:`lair.cli.report_header`): the same fields for
+    ``pesim`` and :func:`dtg.simulate`. ``seed`` is None when the inputs were given
+    (``inputs`` says where from)."""
+    return report_header("pesim", params=dict(params or {}), seed=seed, inputs=inputs,
+                         fabric_preset=fabric_preset, fabric_config=fabric_config,
+                         mapping=mapping)
+
+
 def build_report(outcome: RunOutcome, header: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything measured in one run, as plain JSON types, after ``header`` (how the
-    run was asked for, :func:`lair.cli.report_header`)."""
+    run was asked for, :func:`run_header`). A run stopped early compared nothing: its
+    ``compared`` is false and ``exact``, ``max_abs_error`` and ``cycles_over_bound``
+    are null."""
     r = outcome.result
     memory = memory_bytes(outcome.module)
     c = outcome.comparison
+    bound = outcome.bound
     cycles = r.cycles
     totals = {name: sum(getattr(s, name) for s in r.pes.values()) for name in PE_FIELDS}
     links = {
@@ -60,10 +78,12 @@ def build_report(outcome: RunOutcome, header: dict[str, Any] | None = None) -> d
         "start": r.start,
         "end": r.end,
         "microseconds": r.config.microseconds(cycles),
+        "mapping_file": str(outcome.mapping_path) if outcome.mapping_path else None,
         "verified": c.verified,
-        "exact": c.exact,
+        "compared": c.compared,
+        "exact": c.exact if c.compared else None,
         "comparison": c.mode,
-        "max_abs_error": c.max_abs_error,
+        "max_abs_error": c.max_abs_error if c.compared else None,
         "mismatch": c.mismatch,
         "complete": r.complete,
         "error": (None if c.verified
@@ -79,10 +99,11 @@ def build_report(outcome: RunOutcome, header: dict[str, Any] | None = None) -> d
                 for pe, s in sorted(r.pes.items())},
         "links": links,
         "fabric": r.config.as_dict(),
-        # the mapping's lower bound (docs/pecode.md), when the run compiled the program
-        "bound": None if outcome.bound is None else outcome.bound.as_dict(),
-        "cycles_over_bound": (None if outcome.bound is None
-                              else round(cycles / outcome.bound.cycles, 3)),
+        # the mapping's lower bound (docs/pecode.md, "The bound"), or why there is none
+        "bound": None if bound is None else bound.as_dict(),
+        "bound_note": outcome.bound_note if bound is None else None,
+        "cycles_over_bound": (round(cycles / bound.cycles, 3)
+                              if bound is not None and r.complete else None),
     }
 
 
@@ -91,8 +112,8 @@ def failure_report(module: str | Path, error: str, header: dict[str, Any] | None
     """The report of a run that ended in an error: failed, with the error's text (so
     that no earlier report of the same file can be taken for this run's)."""
     return {**(header or {}), "failed": True, "module": None, "module_file": str(module),
-            "verified": False, "exact": None, "comparison": None, "mismatch": None,
-            "error": error}
+            "verified": False, "compared": False, "exact": None, "comparison": None,
+            "mismatch": None, "error": error}
 
 
 def write_report(path: str | Path, report: dict[str, Any]) -> None:
@@ -105,24 +126,28 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
     table = Table(title=f"pesim: {report['module']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
-    verdict = ("[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
-               if report.get("complete", True) else "[yellow]not compared[/yellow]")
-    kind = report["comparison"]
-    table.add_row("outputs match reference", f"{verdict} ({kind}; max abs error "
-                                             f"{report['max_abs_error']:g})")
+    if report.get("compared", True):
+        verdict = "[green]yes[/green]" if report["verified"] else "[red]NO[/red]"
+        table.add_row("outputs match reference", f"{verdict} ({report['comparison']}; max "
+                                                 f"abs error {report['max_abs_error']:g})")
+    else:
+        table.add_row("outputs match reference",
+                      f"[yellow]{escape(report['comparison'])}[/yellow]")
     stopped = "" if report.get("complete", True) else ", interrupted there"
     table.add_row("cycles", f"{report['cycles']} ({report['microseconds']:.3f} µs at "
                             f"{report['fabric']['clock_mhz']:g} MHz{stopped})")
     bound = report.get("bound")
     if bound is not None:
         dominant = bound[bound["dominant"]]
-        table.add_row("bound", f"{bound['cycles']} cycles ({bound['dominant']}: "
-                               f"{dominant['where']}; compute {bound['compute']['cycles']}, "
-                               f"injection {bound['injection']['cycles']}, latency "
-                               f"{bound['latency']['cycles']}); cycles / bound "
-                               f"{report['cycles_over_bound']:.2f}")
+        ratio = (f"cycles / bound {report['cycles_over_bound']:.2f}"
+                 if report.get("cycles_over_bound") is not None
+                 else "no cycles / bound (interrupted)")
+        table.add_row("bound", escape(
+            f"{bound['cycles']} cycles ({bound['dominant']}: {dominant['where']}; compute "
+            f"{bound['compute']['cycles']}, injection {bound['injection']['cycles']}, "
+            f"latency {bound['latency']['cycles']}); {ratio}"))
     else:
-        table.add_row("bound", "n/a (the mapping's bound needs the program: run PROG.lair)")
+        table.add_row("bound", escape(f"n/a: {report.get('bound_note') or 'no mapping'}"))
     pes = report["pes"]
     busiest = max(pes.items(), key=lambda kv: kv[1]["busy"]) if pes else None
     totals = report["totals"]

@@ -13,19 +13,19 @@ of its magnitude bound (sums that cancel lose precision relative to their terms)
 from __future__ import annotations
 
 import math
-import os
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
 from dtg.codegen.bound import Bound, mapping_bound
 from dtg.codegen.peir import PeModule
-from dtg.lair.diagnostics import InputError, LimitError, SimulationError
+from dtg.lair.diagnostics import InputError, LimitError
 from dtg.lair.files import check_input_file
-from dtg.lair.frontend import Program, load_program
+from dtg.lair.frontend import Program
 from dtg.lair.graph import Graph
 from dtg.lair.interp import (
     EXACT_STEPS,
@@ -37,9 +37,18 @@ from dtg.lair.interp import (
 from dtg.lair.interp import run as reference_run
 from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
 from dtg.pesim.fabric import FabricConfig
-from dtg.pesim.parser import parse_module_file, parse_module_text
+from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
 from dtg.pesim.sim import SimResult, TensorInfo, check_budget, simulate
+from dtg.pesim.sources import (
+    Claim,
+    check_tensor_sizes,
+    load_reference,
+    mapping_path,
+    module_bound,
+    read_module,
+    reference_path,
+)
 from dtg.pesim.verify import verify_module
 
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
@@ -51,10 +60,13 @@ class Comparison:
     exact: bool  # exact equality was required
     max_abs_error: float
     mismatch: str | None  # the first element that differs, for the message
-    reason: str = ""  # why exact equality was (not) required
+    reason: str = ""  # why exact equality was (not) required, or why nothing was compared
+    compared: bool = True  # False: the run stopped early and nothing was compared
 
     @property
     def mode(self) -> str:
+        if not self.compared:
+            return f"not compared: {self.reason}"
         kind = "exact" if self.exact else "within tolerance"
         return f"{kind}: {self.reason}" if self.reason else kind
 
@@ -68,73 +80,19 @@ class RunOutcome:
     expected: dict[str, np.ndarray]
     result: SimResult
     comparison: Comparison
-    bound: Bound | None = None  # of the mapping, when the run compiled the program
+    bound: Bound | None = None  # the mapping's, from the compilation or the module's header
+    mapping_path: Path | None = None  # the mapping file the bound comes from
+    bound_note: str | None = None  # why there is no bound
 
 
-def find_module(path: str | Path) -> Path:
-    """The ``.pe`` file named by ``path``: the file itself or the only one in a directory."""
-    path = Path(path)
-    if path.is_dir():
-        found = sorted(path.glob("*.pe"))
-        if len(found) != 1:
-            listed = ", ".join(p.name for p in found) if found else "none"
-            raise InputError(f"{path} must hold exactly one .pe module; found {listed}")
-        return found[0]
-    if not path.exists():
-        raise InputError(f"no such file: {path}")
-    return path
+def not_compared(cycle: int) -> Comparison:
+    """The comparison of a run stopped (by Ctrl-C) at ``cycle``: none."""
+    return Comparison(False, False, 0.0, None, f"interrupted at cycle {cycle}", compared=False)
 
 
 def load_module(path: str | Path, config: FabricConfig | None = None) -> PeModule:
     """Parse and verify a PE module file (errors point into the file)."""
-    module, locations = parse_module_file(path)
-    check_budget(module, locations)  # before verification lists the PEs
-    verify_module(module, config, locations=locations)
-    return module
-
-
-SEARCH_PATH_VARIABLE = "DTG_PATH"
-
-
-def reference_path(module: PeModule, module_path: Path) -> Path:
-    if module.reference is None:
-        raise SimulationError(f"{module_path}: module {module.name} has no 'reference' line; "
-                              "pesim needs the LAIR program to check the outputs, e.g. "
-                              'reference "../gemv/gemv.lair" M=32 N=16')
-    return (module_path.parent / module.reference).resolve()
-
-
-def search_dirs(extra: Sequence[str | Path] = ()) -> list[Path]:
-    """Where a module's reference program is looked for when it is not where the
-    module says (the module was moved): ``extra`` (``pesim -I DIR``), then the
-    directories of ``$DTG_PATH``."""
-    found = [Path(d) for d in extra]
-    found += [Path(d) for d in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep) if d]
-    return found
-
-
-def load_reference(module: PeModule, module_path: Path, search: Sequence[str | Path] = ()
-                   ) -> tuple[Path, Program]:
-    """The reference program: relative to the module as its ``reference`` line says,
-    else by that relative path or by its file name in each search directory."""
-    path = reference_path(module, module_path)
-    tried = [path]
-    if not path.exists():
-        assert module.reference is not None
-        relative = Path(module.reference)
-        for directory in search_dirs(search):
-            for candidate in (directory / relative, directory / relative.name):
-                tried.append(candidate)
-                if candidate.exists():
-                    path = candidate.resolve()
-                    break
-            if path.exists():
-                break
-    if not path.exists():
-        raise InputError(f"{module_path}: the reference program {module.reference} does not "
-                         f"exist (looked for {', '.join(map(str, tried))}); name the "
-                         f"directory that holds it with -I DIR or ${SEARCH_PATH_VARIABLE}")
-    return path, load_program(path, dict(module.params))
+    return read_module(path, config)[0]
 
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -143,7 +101,8 @@ ZIP_MAGIC = b"PK\x03\x04"
 
 def read_inputs(path: str | Path) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` archive, checked to be one (not an ``.npy`` array, not
-    another file) and within :data:`MAX_INPUT_ARRAY_BYTES` before anything is loaded."""
+    another file) whose arrays, as their headers declare them, take at most
+    :data:`MAX_INPUT_ARRAY_BYTES` together, before anything is loaded."""
     path = check_input_file(path)
     try:
         with open(path, "rb") as handle:
@@ -154,20 +113,47 @@ def read_inputs(path: str | Path) -> dict[str, np.ndarray]:
         if not magic.startswith(ZIP_MAGIC):
             raise InputError(f"{path} is not an .npz archive (a zip file of .npy arrays, as "
                              "np.savez writes); expected one array per input tensor")
+        total = 0
         with zipfile.ZipFile(path) as archive:
-            total = sum(info.file_size for info in archive.infolist())
-        if total > MAX_INPUT_ARRAY_BYTES:
-            raise LimitError(f"the arrays of {path} take {total} bytes, more than the limit "
-                             f"of {MAX_INPUT_ARRAY_BYTES}")
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    shape, dtype = npy_header(member, f"{path}: {info.filename}")
+                size = math.prod(shape) * dtype.itemsize
+                total += size
+                if total > MAX_INPUT_ARRAY_BYTES:
+                    shown = " x ".join(map(str, shape)) or "a scalar"
+                    raise LimitError(
+                        f"{path}: {info.filename} declares {shown} {dtype} elements "
+                        f"({size} bytes); the arrays take more than the limit of "
+                        f"{MAX_INPUT_ARRAY_BYTES} bytes (nothing was loaded)")
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise InputError(f"cannot read {path} as .npz: {exc}") from None
 
 
+def npy_header(handle: IO[bytes], what: str) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and type an ``.npy`` member declares, read from its header alone."""
+    if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:
+        raise InputError(f"{what} is not a .npy array (np.savez writes one per tensor)")
+    major, minor = (b for b in handle.read(2))
+    if (major, minor) == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+    elif (major, minor) == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    else:
+        raise InputError(f"{what} is a .npy array of format {major}.{minor}; expected 1.0 "
+                         "or 2.0, as np.savez writes for numbers")
+    if any(not isinstance(n, int) or n < 0 for n in shape):
+        raise InputError(f"{what} declares the shape {shape}")
+    return tuple(shape), dtype
+
+
 def make_inputs(program: Program, *, inputs_path: str | Path | None = None, seed: int = 0
                 ) -> dict[str, np.ndarray]:
-    """The run's inputs: from an ``.npz`` (names and shapes checked) or random integers."""
+    """The run's inputs: from an ``.npz`` (names and shapes checked) or random integers
+    (within the budgets of :func:`check_tensor_sizes`)."""
+    check_tensor_sizes(program.graph)
     if inputs_path is None:
         return random_inputs(program.graph, seed)
     return check_inputs(program.graph, read_inputs(inputs_path))
@@ -238,9 +224,8 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
     result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds,
                       watch=watch, trace=trace)
     if not result.complete:
-        stopped = Comparison(False, False, 0.0, None,
-                             f"not compared: interrupted at cycle {result.end}")
-        return RunOutcome(module, module_path, reference, checked, {}, result, stopped)
+        return RunOutcome(module, module_path, reference, checked, {}, result,
+                          not_compared(result.end))
     values = reference_run(graph, checked)
     expected = {t.name: values[t.name] for t in graph.outputs}
     exact, reason, bounds = exactness(graph, checked)
@@ -251,15 +236,31 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
              watch: Watcher | None = None, search: Sequence[str | Path] = (),
-             trace: bool = False) -> RunOutcome:
-    """Everything ``pesim MODULE.pe`` does before reporting (``search``: directories
-    to find a moved module's reference program in)."""
-    module_path = find_module(path)
-    module = load_module(module_path, config)
-    ref_path, program = load_reference(module, module_path, search)
-    inputs = make_inputs(program, inputs_path=inputs_path, seed=seed)
-    return run_module(module, program, inputs, config=config, module_path=module_path,
-                      reference=ref_path, max_seconds=max_seconds, watch=watch, trace=trace)
+             trace: bool = False, reference: str | Path | None = None,
+             mapping: str | Path | None = None, claim: Claim | None = None,
+             inputs: Mapping[str, np.ndarray] | None = None) -> RunOutcome:
+    """Everything ``pesim MODULE.pe`` does before reporting: ``path`` is a module file,
+    a directory holding one or ``-`` (standard input); ``search``: directories to find
+    a moved module's reference program and mapping in; ``reference``, ``mapping``: name
+    them instead of the module's header; ``claim`` is told of every file read;
+    ``inputs``: the input arrays themselves (instead of ``inputs_path`` or ``seed``)."""
+    module, module_path, locations = read_module(path, config, claim=claim)
+    ref_path = reference_path(module, module_path, search, reference)
+    map_path, note = mapping_path(module, module_path, search, mapping)
+    if claim is not None:  # every file the run reads is known before any is read
+        claim(ref_path, "the reference program")
+        if map_path is not None:
+            claim(map_path, "the mapping")
+    program = load_reference(module, ref_path, locations)
+    data = (make_inputs(program, inputs_path=inputs_path, seed=seed) if inputs is None
+            else check_inputs(program.graph, {k: np.asarray(v) for k, v in inputs.items()}))
+    outcome = run_module(module, program, data, config=config, module_path=module_path,
+                         reference=ref_path, max_seconds=max_seconds, watch=watch, trace=trace)
+    if map_path is None:
+        return replace(outcome, bound_note=note)
+    bound, note = module_bound(module, program, map_path, config,
+                               {**outcome.inputs, **outcome.expected})
+    return replace(outcome, bound=bound, mapping_path=map_path, bound_note=note)
 
 
 def run_program(path: str | Path, *, mapping_path: str | None = None,
@@ -269,7 +270,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
                 watch: Watcher | None = None, trace: bool = False) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
-    from dtg.codegen.driver import compile_file
+    from dtg.codegen.driver import compile_file, mapping_file
     from dtg.codegen.peprint import module as print_module
 
     compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival,
@@ -285,4 +286,5 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
                          watch=watch, trace=trace)
     bound = mapping_bound(compiled.program.model, compiled.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
-    return replace(outcome, bound=bound)
+    return replace(outcome, bound=bound,
+                   mapping_path=mapping_file(path, mapping_path).resolve())

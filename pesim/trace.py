@@ -3,8 +3,10 @@
 One track (thread) per PE, named ``PE[x, y]``: a slice per task run (from its dispatch
 to the end of its work), and inside it a slice per SIMD instruction, per wait for a
 wavelet and per stall on a full router. A counter track gives the wavelets moved over
-links in each cycle. Times are cycles shown as microseconds (1 us = 1 cycle), so the
-Perfetto UI (ui.perfetto.dev) reads off cycles directly.
+links in each cycle. Times are cycles written as microseconds, the format's unit (1 us
+= 1 cycle), so the Perfetto UI (ui.perfetto.dev) reads off cycles directly. No
+``displayTimeUnit`` is written: ``"ns"`` made older Perfetto versions read every time
+as nanoseconds and chrome://tracing show a cycle as 1000 ns.
 
 Recording costs nothing when off: the simulator holds ``None`` instead of a
 :class:`Trace` and checks for it once per task, instruction, wait and forward.
@@ -64,7 +66,7 @@ class Trace:
         return out
 
     def document(self, module: str, cycles: int) -> dict[str, Any]:
-        return {"traceEvents": self.events(module), "displayTimeUnit": "ns",
+        return {"traceEvents": self.events(module),
                 "otherData": {"module": module, "cycles": cycles,
                               "time_unit": "1 us on the time axis is 1 cycle"}}
 

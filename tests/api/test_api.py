@@ -30,9 +30,9 @@ def test_text_and_file_give_the_same_code() -> None:
     from_text = dtg.compile(GEMV_LAIR, GEMV_MAP)
     from_file = dtg.compile(EXAMPLES / "gemv" / "gemv.lair", EXAMPLES / "gemv" / "gemv.map")
 
-    def body(c: dtg.Compilation) -> list[str]:  # all but the module's name and reference
+    def body(c: dtg.Compilation) -> list[str]:  # all but the module's name and files
         return [line for line in dtg.module_text(c).splitlines()
-                if not line.startswith(("module ", "reference "))]
+                if not line.startswith(("module ", "reference ", "mapping "))]
 
     assert body(from_text) == body(from_file)
 
@@ -112,3 +112,37 @@ def test_the_readme_example_runs_and_prints_what_it_says(tmp_path: Path, monkeyp
                 and "# " in line]
     assert printed[0] == promised[0]
     assert (tmp_path / "gemv.json").exists() and (tmp_path / "gemv.png").exists()
+
+
+def test_the_report_is_the_one_pesim_writes(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from dtg.codegen.driver import main as codegen
+    from dtg.pesim.cli import main as pesim
+
+    gemv, tiled = EXAMPLES / "gemv" / "gemv.lair", EXAMPLES / "gemv" / "gemv.tiled.map"
+    path = tmp_path / "r.json"
+    assert cli(pesim, gemv, "-m", tiled, "--param", "TI=4", "--report", path, "-q").status == 0
+    written = json.loads(path.read_text())
+    given = dtg.simulate(dtg.compile(gemv, tiled, params={"TI": 4})).report()
+    assert set(given) == set(written)
+    same = ("schema_version", "tool", "dtg_version", "params", "seed", "fabric_preset",
+            "fabric_config", "mapping", "inputs", "cycles", "bound", "cycles_over_bound",
+            "verified", "compared", "exact", "pes", "links")
+    assert {k: given[k] for k in same} == {k: written[k] for k in same}
+    # a module file, as dtg-codegen wrote it
+    assert cli(codegen, gemv, "-m", tiled, "--param", "TI=4", "-o", tmp_path / "m").status == 0
+    assert cli(pesim, tmp_path / "m", "--report", path, "-q").status == 0
+    written = json.loads(path.read_text())
+    given = dtg.simulate(tmp_path / "m", inputs=dtg.simulate(tmp_path / "m").inputs).report()
+    assert set(given) == set(written)
+    assert given["bound"] == written["bound"] is not None
+    assert (given["seed"], given["inputs"], given["params"]) == (None, "<arrays>", {"TI": 4})
+    assert given["mapping"] == written["mapping_file"] == str(tiled.resolve())
+
+
+def test_fabric_preset_in_the_report() -> None:
+    c = dtg.compile(EXAMPLES / "gemv" / "gemv.lair", fabric="wse3")
+    assert dtg.simulate(c).report()["fabric_preset"] == "wse3"
+    custom = dtg.FabricConfig(clock_mhz=123.0)
+    assert dtg.simulate(c, fabric=custom).report()["fabric_preset"] is None

@@ -125,3 +125,30 @@ def test_early_stages_need_no_mapping_unless_it_binds_a_parameter(tmp_path: Path
     assert cli(main, program, "--emit=ast", "--param", "M=8").status == 0
     result = cli(main, program, "--emit=ast", "--param", "TI=8")
     assert result.status == 1 and result.err.startswith(f"{tmp_path / 'g.map'}:1:1:")
+
+
+def test_a_module_on_standard_output_names_its_files_from_here(
+        tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Where a shell redirection puts it: the working directory (and pesim - reads them
+    from there)."""
+    from dtg.pesim.cli import main as pesim
+
+    monkeypatch.chdir(tmp_path)
+    result = cli(main, GEMV, "-o", "-")
+    assert result.status == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[2] == f'reference "{os.path.relpath(GEMV, tmp_path)}"'
+    assert lines[3] == f'mapping "{os.path.relpath(GEMV_MAP, tmp_path)}"'
+    monkeypatch.setattr(sys, "stdin", io.StringIO(result.out))
+    result = cli(pesim, "-", "-q")
+    assert result.status == 0, result.err
+    assert "cycles / bound" in result.out
+
+
+def test_the_reference_line_holds_the_programs_parameters_only(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    result = cli(main, GEMV, "-m", EXAMPLES / "gemv" / "gemv.tiled.map", "--param", "TJ=2",
+                 "--param", "N=32", "--param", "TI=16", "-o", tmp_path)
+    assert result.status == 0, result.err
+    lines = (tmp_path / "gemv.pe").read_text().splitlines()
+    assert lines[2].endswith('gemv.lair" N=32')
+    assert lines[3].endswith('gemv.tiled.map" TJ=2 TI=16')

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES
 from pesim_support import GEMV_PE, sim
 from test_pesim_cli import copy_gemv
 
-from dtg.lair.limits import MAX_COLORS, MAX_SIM_BYTES
+from dtg.lair.diagnostics import LimitError
+from dtg.lair.limits import MAX_COLORS, MAX_INPUT_ARRAY_BYTES, MAX_SIM_BYTES
 from dtg.pesim.cli import main
 from dtg.pesim.routers import RouteCycleError, TimeLimitError
 
@@ -115,6 +117,97 @@ def test_inputs_of_the_wrong_kind(cli, tmp_path: Path, kind: str) -> None:
         path.write_text(SECRET)
     result = run_quickly(cli, GEMV_PE, "--inputs", path)
     assert SECRET not in result.err
+
+
+def never_allocate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the paths that allocate inputs fail loudly, should a run reach them."""
+    from dtg.pesim import run
+
+    def allocated(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the inputs were allocated")
+
+    monkeypatch.setattr(run, "random_inputs", allocated)
+    monkeypatch.setattr(run.np, "load", allocated)
+
+
+def npz_claiming(path: Path, shape: tuple[int, ...]) -> Path:
+    """An .npz whose W.npy header declares ``shape`` while holding 64 bytes."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f2", "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("W.npy", header.getvalue() + bytes(64))
+        x = io.BytesIO()
+        np.save(x, np.zeros(16, np.float16))
+        archive.writestr("x.npy", x.getvalue())
+    return path
+
+
+def test_an_npz_whose_header_claims_a_trillion_elements(cli, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = npz_claiming(tmp_path / "bomb.npz", (1_000_000, 1_000_000))
+    assert path.stat().st_size < 1000
+    never_allocate(monkeypatch)
+    result = cli(main, GEMV_PE, "--inputs", path)
+    assert result.status == 1 and "Traceback" not in result.err
+    assert result.err == (f"error: {path}: W.npy declares 1000000 x 1000000 float16 elements "
+                          "(2000000000000 bytes); the arrays take more than the limit of "
+                          f"{MAX_INPUT_ARRAY_BYTES} bytes (nothing was loaded)\n")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data.replace(b"\x93NUMPY", b"\x93NUMPX"), "W.npy is not a .npy array"),
+    (lambda data: data.replace(b"\x93NUMPY\x01", b"\x93NUMPY\x07"),
+     "W.npy is a .npy array of format 7.0"),
+])
+def test_an_npz_member_that_is_no_npy_array(cli, tmp_path: Path, damage, message: str) -> None:  # type: ignore[no-untyped-def]
+    import zipfile
+
+    path = npz_claiming(tmp_path / "in.npz", (32, 16))
+    with zipfile.ZipFile(path) as archive:
+        data = archive.read("W.npy")
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("W.npy", damage(data))
+    result = cli(main, GEMV_PE, "--inputs", path)
+    assert result.status == 1 and message in result.err
+
+
+def test_a_reference_sized_beyond_memory_is_a_located_error(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiled GEMV whose reference line was edited to N = 10**9."""
+    from dtg.codegen.driver import main as codegen
+
+    assert cli(codegen, EXAMPLES / "gemv" / "gemv.lair", "-o", tmp_path).status == 0
+    module = tmp_path / "gemv.pe"
+    lines = module.read_text().splitlines()
+    lines[2] += " N=1000000000"
+    module.write_text("\n".join(lines) + "\n")
+    never_allocate(monkeypatch)
+    result = cli(main, module)
+    assert result.status == 1 and "Traceback" not in result.err
+    assert result.err.startswith(
+        f"{module}:3:1: error: the inputs of the reference program gemv.lair "
+        "(W[32][1000000000] float16, x[1000000000] float16) take 66000000000 bytes, more than "
+        f"the limit of {MAX_INPUT_ARRAY_BYTES}; simulate smaller sizes")
+
+
+def test_every_tensor_of_the_reference_counts(cli, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs within their budget, but an output too large for the interpreter."""
+    program = tmp_path / "big.lair"
+    program.write_text("let N = 4\nlair big<T=float32>(N):\n  T x[N] -> T y[N][N][N]\n{\n"
+                       "  all (i, j, k) in (N, N, N)\n    y[i][j][k] = x[i]\n}\n")
+    from dtg.lair.frontend import load_program
+    from dtg.pesim.sources import check_tensor_sizes
+
+    with pytest.raises(LimitError, match=rf"the tensors of the program \(x\[1024\] float32, "
+                                         rf"y\[1024\]\[1024\]\[1024\] float32\) take "
+                                         rf"4294971392 bytes, more than the limit of "
+                                         rf"{MAX_SIM_BYTES} for checking a run"):
+        check_tensor_sizes(load_program(program, {"N": 1024}).graph)
 
 
 # ---------------------------------------------------- modules beyond the fabric

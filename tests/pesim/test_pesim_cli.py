@@ -118,7 +118,11 @@ def test_unreadable_npz_is_an_error(cli, tmp_path: Path) -> None:
     ([GEMV_PE, "--config", "missing.toml"], "no such file: missing.toml"),
     ([GEMV_PE, "--inputs", "x.npz", "--seed", "1"], "--inputs and --seed exclude each other"),
     (["missing.lair"], "no such file: missing.lair"),
-    ([GEMV_PE, "--no-simd"], "-m, --param, --no-simd and --arrival apply to a .lair program only"),
+    ([GEMV_PE, "--no-simd"], "--param, --no-simd and --arrival apply to a .lair program only"),
+    ([GEMV_PE, "--param", "M=4"], "a module's parameters are on its 'reference' and 'mapping' "
+                                  "lines"),
+    (["x.lair", "--reference", "y.lair"], "a .lair program is its own reference"),
+    ([GEMV_PE, "--reference", "missing.lair"], "no such file: missing.lair"),
     ([], "the following arguments are required"),
 ])
 def test_usage_and_missing_files(cli, args: list[str], message: str) -> None:
@@ -195,3 +199,16 @@ def test_config_file(cli, tmp_path: Path) -> None:
     result = cli(main, GEMV_PE, "--config", config)
     assert result.status == 1
     assert "unknown setting task_dispach" in result.err
+
+
+def test_each_file_written_is_named_after_the_table(cli, tmp_path: Path) -> None:
+    report, outputs = tmp_path / "r.json", tmp_path / "y.npz"
+    result = cli(main, GEMV_PE, "--report", report, "--outputs", outputs, "-q")
+    assert result.status == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[-2:] == [f"wrote {report}", f"wrote {outputs}"]
+    assert lines[-3].startswith("└")  # the table's last line
+    assert "wrote" not in cli(main, GEMV_PE, "-q").out
+    broken = copy_gemv(tmp_path, "run first {y_local: 0};", "")  # a deadlock
+    result = cli(main, broken, "--report", report, "-q")
+    assert result.status == 1 and result.out == f"wrote {report}\n"

@@ -54,8 +54,37 @@ def test_ctrl_c_in_the_event_loop_ends_the_run_with_partial_figures(tmp_path: Pa
     assert result.events == _Run.WATCH_EVERY
     assert 0 < result.end < 600  # the whole run takes 614 cycles
     assert sum(s.busy for s in result.pes.values()) > 0
-    assert not outcome.comparison.verified
-    assert "interrupted at cycle" in outcome.comparison.reason
+    assert not outcome.comparison.verified and not outcome.comparison.compared
+    assert outcome.comparison.mode == f"not compared: interrupted at cycle {result.end}"
+
+
+def test_an_interrupted_run_reports_no_comparison_and_no_ratio(
+        cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A compiled GEMV (8 x 8 PEs, 7248 events), which has its bound, stopped by Ctrl-C."""
+    from dtg.codegen.driver import main as codegen
+    from dtg.pesim.report import build_report, print_summary
+
+    assert cli(codegen, REFERENCE, "-m", REFERENCE.with_name("gemv.tiled.map"), "--param",
+               "M=256", "--param", "N=256", "--param", "TI=32", "--param", "TJ=32", "-o",
+               tmp_path).status == 0
+
+    def interrupt(p: Progress) -> None:
+        raise KeyboardInterrupt
+
+    outcome = run_file(tmp_path / "gemv.pe", watch=interrupt)
+    end = outcome.result.end
+    report = build_report(outcome)
+    assert outcome.bound is not None and report["bound"]["cycles"] == outcome.bound.cycles
+    assert report["compared"] is False and report["verified"] is False
+    assert report["exact"] is None and report["max_abs_error"] is None
+    assert report["cycles_over_bound"] is None and report["complete"] is False
+    assert report["comparison"] == f"not compared: interrupted at cycle {end}"
+    out = io.StringIO()
+    print_summary(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert text.count("not compared") == 1 and f"not compared: interrupted at cycle {end}" in text
+    assert "max abs error" not in text and "within tolerance" not in text
+    assert "no cycles / bound (interrupted)" in text
 
 
 def test_the_bar_appears_only_after_a_second() -> None:
@@ -89,6 +118,7 @@ def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
     assert "Traceback" not in err and "interrupted: stopped by Ctrl-C" in err
     data = json.loads(report.read_text())
     assert data["complete"] is False and data["verified"] is False
+    assert data["compared"] is False and data["exact"] is None
     assert data["cycles"] > 0 and "interrupted" in data["error"]
     assert not outputs.exists()
 

@@ -55,7 +55,7 @@ KEYWORDS = {
     "origin", "pes", "array", "float16", "float32", "offset", "load", "store", "int", "route",
     "if", "else", "simd", "scalar", "in", "out", "max", "min", "select", "task", "local", "data",
     "control", "for", "send", "send_end", "activate", "run", "variant", "true", "false",
-    "inf", "value", "recv",
+    "inf", "value", "recv", "mapping",
 }
 
 
@@ -130,7 +130,7 @@ def every_construct() -> PeModule:
         (StreamIO("input", "x", "dense", 0, "{ x[j = 0:15] -> [PE[j//4, -1] -> index[j mod 4]] }"),
          StreamIO("output", "y", "sparse", 2,
                   "{ y[i = 0:31] -> [PE[5, i//8] -> index[i//4, i mod 4]] }")),
-        (program, other))
+        (program, other), "../../gemv/gemv.tiled.map", (("TI", 4),))
 
 
 def test_every_construct_round_trips_to_the_same_ir() -> None:
@@ -269,7 +269,9 @@ modules = st.builds(
                        st.sampled_from(["sparse", "dense"]), colors,
                        st.just("{ x[i = 0:3] -> [PE[0, -1] -> index[i]] }")),
              max_size=2).map(tuple),
-    st.lists(programs(), max_size=2).map(tuple))
+    st.lists(programs(), max_size=2).map(tuple),
+    st.one_of(st.none(), st.just("../x/y.map")),
+    st.lists(st.tuples(names, st.integers(0, 99)), max_size=2).map(tuple))
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

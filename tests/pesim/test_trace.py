@@ -100,3 +100,80 @@ def test_untraced_result_says_how_to_trace(tmp_path: Path) -> None:
     r = dtg.simulate(dtg.compile(EXAMPLES / "gemv" / "gemv.lair"))
     with pytest.raises(dtg.DtgError, match=r"simulate\(..., trace=True\)"):
         r.write_trace(tmp_path / "t.json")
+
+
+def test_one_microsecond_is_one_cycle(traced: dtg.Result, tmp_path: Path) -> None:
+    """Times are in the format's unit, microseconds, one per cycle; no displayTimeUnit
+    (``"ns"`` made older Perfetto versions read them as nanoseconds)."""
+    path = tmp_path / "t.json"
+    traced.write_trace(path)
+    document = json.loads(path.read_text())
+    assert "displayTimeUnit" not in document
+    assert document["otherData"]["time_unit"] == "1 us on the time axis is 1 cycle"
+    ends = [e["ts"] + e["dur"] for e in document["traceEvents"] if e["ph"] == "X"]
+    assert max(ends) <= traced.outcome.result.end
+    assert document["otherData"]["cycles"] == traced.cycles
+
+
+# ------------------------------------------------------------------------ heatmaps
+
+
+def busy_gemv() -> dtg.Result:
+    return dtg.simulate(dtg.compile(EXAMPLES / "gemv" / "gemv.lair"))
+
+
+def test_external_pes_are_labelled_with_their_streams() -> None:
+    from dtg.pesim.heatmap import stream_ends
+
+    ends = stream_ends(busy_gemv().outcome.module)
+    assert ends == {**{(x, -1): "x in" for x in range(4)}, **{(4, y): "y out" for y in range(4)}}
+
+
+def link_colors(result: dtg.Result, links: dict) -> dict:  # type: ignore[type-arg]
+    """The colour of every link segment on the picture, by link."""
+    import dataclasses
+
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from dtg.pesim.heatmap import heatmap_figure
+
+    run = dataclasses.replace(result.outcome.result, links=links)
+    fig = heatmap_figure(run, result.outcome.module)
+    try:
+        drawn = next(c for c in fig.axes[0].collections if isinstance(c, LineCollection))
+        drawn.update_scalarmappable()  # (colours are mapped when drawn)
+        colors = drawn.get_colors()
+        labels = {t.get_text() for t in fig.axes[0].texts}
+        bars = [ax.get_ylabel() for ax in fig.axes[1:]]
+    finally:
+        plt.close(fig)
+    order = sorted(links.items(), key=lambda item: item[1])
+    return {"colors": {link: tuple(colors[k]) for k, (link, _) in enumerate(order)},
+            "labels": labels, "bars": bars}
+
+
+def test_a_hot_link_stands_out_with_a_scale() -> None:
+    from matplotlib import colormaps
+
+    from dtg.pesim.heatmap import LINK_COLORS
+
+    r = busy_gemv()
+    links = dict(r.links)
+    hot = ((1, 1), (2, 1))
+    links[hot] = 10 * max(links.values())
+    drawn = link_colors(r, links)
+    assert drawn["colors"][hot] == pytest.approx(colormaps[LINK_COLORS](1.0))
+    others = [c for link, c in drawn["colors"].items() if link != hot]
+    assert all(c[:3] != pytest.approx(drawn["colors"][hot][:3]) for c in others)
+    assert "1" in drawn["labels"] and "2" not in drawn["labels"]  # only the hot one is numbered
+    assert {"x in", "y out"} <= drawn["labels"]
+    assert any("wavelets per link" in b for b in drawn["bars"])
+    assert any("busy cycles" in b for b in drawn["bars"])
+
+
+def test_equal_links_get_no_numbers() -> None:
+    r = busy_gemv()
+    drawn = link_colors(r, {link: 8 for link in r.links})
+    assert not {"1", "2", "3"} & drawn["labels"]
+    assert len(set(drawn["colors"].values())) == 1
