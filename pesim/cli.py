@@ -227,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not distinct.collided:
                 write_failure(args, exc, header)
             raise
+        if not is_lair(args) and outcome.mapping_path is not None:  # as its header names it
+            header["mapping"] = str(outcome.mapping_path)
         report = build_report(outcome, header)
         wrote: list[str] = []
         if args.report:
@@ -266,7 +268,8 @@ def write_failure(args: argparse.Namespace, exc: BaseException, header: dict[str
     partial = getattr(exc, "partial_trace", None)
     if args.trace and partial is not None and partial[0] is not None:
         try:
-            text = partial[0].json(Path(args.module).stem, partial[1])
+            text = partial[0].json("stdin" if args.module == STDIN else Path(args.module).stem,
+                                   partial[1])
             write_atomically(args.trace, text, "the trace")
             note = f"the trace up to cycle {partial[1]} was written to {args.trace}"
         except DtgError as failed:

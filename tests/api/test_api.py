@@ -138,7 +138,8 @@ def test_the_report_is_the_one_pesim_writes(tmp_path: Path, cli) -> None:  # typ
     assert set(given) == set(written)
     assert given["bound"] == written["bound"] is not None
     assert (given["seed"], given["inputs"], given["params"]) == (None, "<arrays>", {"TI": 4})
-    assert given["mapping"] == written["mapping_file"] == str(tiled.resolve())
+    assert given["mapping"] == written["mapping"] == written["mapping_file"] == \
+        str(tiled.resolve())
 
 
 def test_fabric_preset_in_the_report() -> None:
