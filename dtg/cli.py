@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,8 +24,10 @@ from rich.table import Table
 
 from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
 from dtg.lair.diagnostics import Interrupted
-from dtg.lair.files import check_new_file, write_atomically
+from dtg.lair.files import check_distinct, check_new_file, write_atomically
+from dtg.lair.limits import MAX_INT, MAX_PES, abbreviate, literal_value, number_text
 from dtg.lair.specialize import Binding, parse_param
+from dtg.pesim.cli import seed_arg
 from dtg.pesim.fabric import PRESETS
 
 COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "examples")
@@ -34,8 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     sub.add_parser("compile", help="compile (the options of dtg-codegen)", add_help=False)
     sub.add_parser("simulate", help="simulate and verify (the options of pesim)", add_help=False)
-    sweep = sub.add_parser("sweep", help="compile and simulate a cross product of mappings, "
-                                         "parameter values and fabrics on Dask")
+    sweep = sub.add_parser(
+        "sweep", help="compile and simulate a cross product of mappings, parameter values "
+                      "and fabrics on Dask",
+        description="Compile, simulate and verify every point of a cross product of mappings, "
+                    "parameter values, SIMD and fabrics, on a local Dask cluster or a running "
+                    "one, and print a table of cycles and bounds. Exit status 1 when any "
+                    "point failed; -o writes one row per point for dtg plot.")
     sweep.add_argument("program", help="the .lair file, or the name of a shipped example "
                                        "(dtg examples)")
     sweep.add_argument("--map", action="append", default=[], metavar="MAP",
@@ -49,101 +59,195 @@ def build_parser() -> argparse.ArgumentParser:
                             "default paper)")
     sweep.add_argument("--simd", choices=("on", "off", "both"), default="on",
                        help="compile with SIMD, without, or both (default on)")
-    sweep.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    sweep.add_argument("--seed", type=seed_arg, default=0, metavar="N",
+                       help=f"seed of the random inputs, 0 to {MAX_INT} (default 0)")
     sweep.add_argument("-o", "--output", metavar="ROWS.jsonl",
                        help="write one JSON line per point (.csv: a CSV table)")
-    sweep.add_argument("--scheduler", metavar="ADDRESS",
-                       help="a running Dask scheduler (default: a local cluster)")
-    sweep.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="processes of the local cluster (default: one per core; 0 runs "
-                            "the points in this process)")
+    _dask_options(sweep, None, "processes of the local cluster (default: one per core; 0 "
+                               "runs the points one after another without Dask)")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    plot = sub.add_parser("plot", help="draw a sweep's cycles and bounds (PNG)")
-    plot.add_argument("rows", help="the rows of dtg sweep -o (JSON lines)")
+    plot = sub.add_parser(
+        "plot", help="draw a sweep's cycles and bounds (PNG)",
+        description="Draw the rows of dtg sweep -o as a PNG: a bar of simulated cycles per "
+                    "point, fastest first, the mapping's bound as a tick, failed points "
+                    "listed; a logarithmic axis when the values span more than a factor of "
+                    "20.")
+    plot.add_argument("rows", help="the rows of dtg sweep -o (JSON lines, or a .csv table)")
     plot.add_argument("-o", "--output", required=True, metavar="PICTURE.png")
-    plot.add_argument("--title")
-    found = sub.add_parser("search", help="search mappings onto a rectangle: ranked by the "
-                                          "bound, the best simulated and verified")
+    plot.add_argument("--title", help="the picture's title (shown as written)")
+    found = sub.add_parser(
+        "search", help="search mappings onto a rectangle: ranked by the bound, the best "
+                       "simulated and verified",
+        description="Enumerate mappings of a program onto a rectangle of PEs, rank them by "
+                    "their bound on cycles, compile them in that order and simulate the best "
+                    "--top that compile, all within --budget (docs/search.md).")
     found.add_argument("program", help="the .lair file, or a shipped example's name")
-    found.add_argument("--rectangle", required=True, metavar="PE[W, H]", nargs="+",
+    found.add_argument("--rectangle", required=True, metavar="PE[W, H]", type=_rectangle,
                        help="the rectangle of PEs, e.g. 'PE[4, 4]' (quoted or not) or 4x4")
     found.add_argument("--param", action="append", default=[], metavar="K=V",
                        help="bind a size or type parameter of the program")
-    found.add_argument("--budget", type=_seconds, default=60.0, metavar="SECONDS",
-                       help="time for the whole search, e.g. 60s (default 60s)")
-    found.add_argument("--top", type=int, default=5, metavar="K",
-                       help="candidates to simulate (default 5)")
+    found.add_argument("--budget", type=_seconds, default=60.0, metavar="TIME",
+                       help="time for the whole search, e.g. 60s, 90, 1m, 1.5m or 2m30s "
+                            "(default 60s)")
+    found.add_argument("--top", type=_count("--top", 1, MAX_TOP), default=5, metavar="K",
+                       help="how many of the best candidates that compile to simulate "
+                            "(default 5)")
+    found.add_argument("--limit", type=_count("--limit", 1, MAX_INT), metavar="N",
+                       help="consider at most N candidate mappings (default: as many as "
+                            "the budget allows; the same N gives the same search on any "
+                            "machine)")
     found.add_argument("--fabric", choices=tuple(PRESETS), default="paper")
     found.add_argument("--like", metavar="MAP",
                        help="keep each tensor resident or streamed as this mapping has it "
                             "(to compare with it on the same terms)")
     found.add_argument("-o", "--output", metavar="BEST.map",
                        help="write the best verified mapping")
-    found.add_argument("--scheduler", metavar="ADDRESS",
-                       help="simulate on a running Dask scheduler")
-    found.add_argument("--workers", type=int, default=0, metavar="N",
-                       help="simulate on a local Dask cluster of N processes (default 0: here)")
+    _dask_options(found, 0, "simulate on a local Dask cluster of N processes (default 0: "
+                            "without Dask)")
     found.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     sub.add_parser("examples", help="list the examples shipped in the package")
     return parser
+
+
+MAX_TOP = 1000
+MAX_WORKERS = 256
+"""Most processes of a local cluster: more only adds start-up time and memory."""
+
+
+def _dask_options(parser: argparse.ArgumentParser, default: int | None, what: str) -> None:
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="a running Dask scheduler, tcp://HOST:PORT (default: a local "
+                             "cluster)")
+    parser.add_argument("--workers", type=_count("--workers", 0, MAX_WORKERS),
+                        default=default, metavar="N", help=what)
+
+
+def _count(option: str, low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = literal_value(text) if text.isascii() and text.isdigit() else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low} to {high}, "
+                                             f"got {abbreviate(text)}")
+        return value
+
+    return parse
 
 
 def _rectangle(text: str) -> tuple[int, int]:
     import re
 
     m = re.fullmatch(r"\s*(?:PE\s*\[)?\s*(\d+)\s*[,x]\s*(\d+)\s*\]?\s*", text)
-    if m is None or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+    width, height = (literal_value(m.group(1)), literal_value(m.group(2))) if m else (0, 0)
+    if m is None or width == 0 or height == 0:
         raise argparse.ArgumentTypeError(f"expected PE[W, H] or WxH with positive sizes, got "
-                                         f"{text!r}")
-    return int(m.group(1)), int(m.group(2))
+                                         f"{abbreviate(text, 40)}")
+    if width is None or height is None or width * height > MAX_PES:
+        raise argparse.ArgumentTypeError(f"PE[{number_text(m.group(1))}, "
+                                         f"{number_text(m.group(2))}] has more than {MAX_PES} "
+                                         "PEs (dtg's limit, docs/limits.md); choose a smaller "
+                                         "rectangle")
+    return width, height
+
+
+def _rejoin_rectangle(argv: list[str]) -> list[str]:
+    """``--rectangle PE[4, 4]`` unquoted is two words: join them back into one."""
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        word = argv[k]
+        out.append(word)
+        k += 1
+        value_next = word == "--rectangle"
+        if not value_next and not word.startswith("--rectangle="):
+            continue
+        if value_next and k < len(argv):
+            out.append(argv[k])
+            k += 1
+        while "[" in out[-1] and "]" not in out[-1] and k < len(argv):
+            out[-1] += " " + argv[k]
+            k += 1
+    return out
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1e6:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds such as 60s, got "
-                                         f"{text!r}")
+    """60, 60s, 1m, 1.5m, 2m30s, 1h: a positive time of at most a day, in seconds."""
+    import re
+
+    number = r"(\d{1,9}(?:\.\d{0,9})?|\.\d{1,9})"
+    m = re.fullmatch(rf"\s*(?:{number}h)?\s*(?:{number}m)?\s*(?:{number}s?)?\s*", text)
+    value = -1.0
+    if m is not None and any(m.groups()):
+        hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+        value = 3600 * hours + 60 * minutes + seconds
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"expected a positive time of at most a day, such "
+                                         f"as 60s, 90, 1m, 1.5m or 2m30s, got "
+                                         f"{abbreviate(text)}")
     return value
+
+
+class _CtrlC:
+    """Ctrl-C noted rather than raised, for commands that stop cleanly with what they
+    have (a KeyboardInterrupt inside isl's callbacks would be an isl error); a second
+    Ctrl-C raises at once."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __call__(self) -> bool:
+        return self.pressed
+
+    def _noted(self, signum: int, frame: Any) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._noted)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def search(args: argparse.Namespace) -> None:
     from dtg.lair.diagnostics import SimulationError
     from dtg.mapsearch import search as run_search
 
+    program, _ = _shipped(args.program, [])
+    check_distinct([(args.output, "the best mapping")],
+                   [(program, "the program"), (args.like, "the --like mapping")])
     if args.output:
         check_new_file(args.output, "the best mapping")
-    program, _ = _shipped(args.program, [])
-    try:
-        width, height = _rectangle(" ".join(args.rectangle))
-    except argparse.ArgumentTypeError as err:
-        raise UsageError(f"--rectangle: {err}") from None
+    width, height = args.rectangle
     params = dict(parse_param(p) for p in args.param)
     show = not args.quiet and sys.stderr.isatty()
     progress = Progress(TextColumn("search: {task.fields[phase]}"), BarColumn(),
                         TextColumn("{task.completed} done"), TimeElapsedColumn(),
                         console=Console(stderr=True), disable=not show)
-    with progress:
+    with progress, _CtrlC() as ctrl_c:
         task = progress.add_task("search", total=None, phase="enumerating")
         result = run_search(program, width, height, params=params, budget=args.budget,
                             top=args.top, fabric=args.fabric, scheduler=args.scheduler,
-                            workers=args.workers, like=args.like,
+                            workers=args.workers, like=args.like, cancelled=ctrl_c,
+                            limit=args.limit,
                             progress=lambda phase, done, total: progress.update(
                                 task, completed=done, phase=phase))
-    table = Table(title=f"dtg search: {Path(program).name} on PE[{width}, {height}]")
-    for name in ("rank", "cycles", "bound", "verified", "mapping"):
-        table.add_column(name, justify="left" if name == "mapping" else "right")
-    for k, f in enumerate(result.ranked, 1):
-        table.add_row(str(k), str(f.cycles), str(f.bound), str(f.verified), f.label)
-    Console().print(table)
-    cut = f"; out of time in {', '.join(result.out_of_time)}" if result.out_of_time else ""
-    print(f"considered {result.considered} candidate mappings ({result.tilings} tilings), "
-          f"pruned {result.pruned}, compiled {result.compiled}, simulated {result.simulated} "
-          f"in {result.seconds} s{cut}; rank correlation of bound and simulated cycles: "
-          f"{result.rank_correlation if result.rank_correlation is not None else 'n/a'}")
+    if result.ranked:
+        table = Table(title=f"dtg search: {Path(program).name} on PE[{width}, {height}]")
+        for name in ("rank", "cycles", "bound", "verified", "mapping"):
+            table.add_column(name, justify="left" if name == "mapping" else "right")
+        for k, f in enumerate(result.ranked, 1):
+            table.add_row(str(k), str(f.cycles), str(f.bound), str(f.verified), f.label)
+        Console().print(table)
+    print(result.summary())
     best = result.best
+    if result.interrupted:
+        raise Interrupted("stopped by Ctrl-C; " + ("nothing was written" if args.output
+                                                   else "the table has what was simulated"))
     if best is None:
         raise SimulationError("no candidate mapping was compiled, simulated and verified; "
                               "try a larger --budget or another rectangle")
@@ -163,11 +267,14 @@ def _values(text: str) -> tuple[str, list[Binding]]:
 
 
 def sweep(args: argparse.Namespace) -> None:
-    from dtg.sweep import points, run_sweep, write_rows
+    from dtg.lair.diagnostics import SimulationError
+    from dtg.sweep import Stopped, points, run_sweep, write_rows
 
+    program, maps = _shipped(args.program, args.map)
+    check_distinct([(args.output, "the sweep's rows")],
+                   [(program, "the program"), *((m, "a mapping") for m in maps)])
     if args.output:
         check_new_file(args.output, "the sweep's rows")
-    program, maps = _shipped(args.program, args.map)
     values = dict(_values(p) for p in args.param)
     simd = {"on": (True,), "off": (False,), "both": (True, False)}[args.simd]
     todo = points(program, maps, values, simd=simd,
@@ -176,22 +283,31 @@ def sweep(args: argparse.Namespace) -> None:
     progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
                         console=Console(stderr=True), disable=not show)
-    with progress:
+    with progress, _CtrlC() as ctrl_c:
         task = progress.add_task("sweep", total=len(todo), last="")
         try:
             rows = run_sweep(todo, scheduler=args.scheduler, workers=args.workers,
+                             cancelled=ctrl_c,
                              on_row=lambda r: progress.update(
                                  task, advance=1, last=f"{r['status']} {r['cycles'] or ''}"))
-        except KeyboardInterrupt as stop:
-            rows = getattr(stop, "rows", [])
-            if args.output:
+        except Stopped as stop:
+            rows = stop.rows
+            kept = "nothing was written"
+            if args.output and rows:
                 write_atomically(args.output, write_rows(args.output, rows), "the sweep's rows")
-            raise Interrupted(f"stopped by Ctrl-C after {len(rows)} of {len(todo)} points"
-                              + (f" (written to {args.output})" if args.output else "")
-                              ) from None
+                kept = f"their rows were written to {args.output}"
+            elif not args.output:
+                kept = "no -o, so nothing was written"
+            raise Interrupted(f"stopped by Ctrl-C after {len(rows)} of {len(todo)} points; "
+                              f"{kept}") from None
     if args.output:
         write_atomically(args.output, write_rows(args.output, rows), "the sweep's rows")
     _print_rows(rows)
+    if args.output:
+        print(f"wrote {args.output} ({len(rows)} rows)")
+    failed = [r for r in rows if r["status"] != "verified"]
+    if failed:
+        raise SimulationError(f"{len(failed)} of {len(rows)} points failed (listed above)")
 
 
 def _shipped(program: str, maps: list[str]) -> tuple[str, list[str | None]]:
@@ -254,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pesim_main(args_list[1:])
 
     def body() -> None:
-        args = build_parser().parse_args(args_list)
+        args = build_parser().parse_args(_rejoin_rectangle(args_list))
         if args.command is None:
             raise UsageError(f"expected a command: {', '.join(COMMANDS)}\n"
                              f"{build_parser().format_usage().rstrip()}")
@@ -266,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dtg.plot import plot_sweep
             from dtg.sweep import read_rows
 
+            check_distinct([(args.output, "the picture")], [(args.rows, "the sweep's rows")])
             check_new_file(args.output, "the picture")
             plot_sweep(read_rows(args.rows), args.output, title=args.title)
             print(f"wrote {args.output}")

@@ -8,11 +8,17 @@ does not compile (memory, colors, a pattern the back end does not realize) is pr
 The best ``top`` are simulated and checked against the reference interpreter, on Dask
 as sweeps are when asked. Only a verified mapping is ever reported as the best.
 
-The time budget: enumeration and validation stop at half of it. Then rounds of ``top``
-candidates, in rank order, are compiled and simulated while less than 80% of it is
-spent and another round as long as the last still fits in 95% of it, so a small space is
-searched further down its ranking. A phase that runs out of
-time stops where it is and says so (``out_of_time``).
+The budget bounds the whole search, whatever a candidate costs: enumeration and
+validation stop at half of it, compilation at 70%, and simulation at the budget itself
+(simulations run in child processes, or on Dask, and are abandoned at the deadline).
+The clock is read before each candidate, each tiling and each compilation. A phase
+that runs out of time stops where it is and says so (``out_of_time``); so does a
+search cancelled by Ctrl-C (``interrupted``), with what it found until then.
+
+``top`` is how many candidates are simulated: the best ``top`` of the ranking that
+compile (``SearchResult.summary`` counts each step). ``limit`` stops the enumeration
+after that many candidate mappings, so that a search's work does not depend on the
+machine's speed (for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from dtg.lair.parser import parse_file
 from dtg.lair.specialize import Binding
 from dtg.mapping.direction import candidates
 from dtg.mapping.space import candidates as space
-from dtg.mapping.spec import format_spec, parse_mapping, parse_mapping_file
+from dtg.mapping.spec import parse_mapping, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
-from dtg.pesim.fabric import preset
+from dtg.pesim.fabric import FabricConfig, preset
 
 
 @dataclass
@@ -53,16 +59,25 @@ class Found:
 
 @dataclass
 class SearchResult:
+    """What a search did and found; the counts follow each step of the funnel."""
+
     program: str
     rectangle: tuple[int, int]
-    considered: int = 0  # candidate mappings generated (before tiling)
-    tilings: int = 0  # tilings that validated
-    pruned: int = 0  # candidates or tilings that did not validate or compile
-    compiled: int = 0
-    simulated: int = 0
+    considered: int = 0  # candidate mappings (alignments x how tensors enter and leave)
+    unfit: int = 0  # of them, those without a tiling that validates
+    tilings: int = 0  # tilings that validated (over every candidate): what was ranked
+    tried: int = 0  # tilings compiled in rank order, until `top` of them compiled
+    compiled: int = 0  # of them, those that compiled
+    simulated: int = 0  # of those, simulated to the end (at most `top`)
     seconds: float = 0.0
     out_of_time: list[str] = field(default_factory=list)  # phases the budget cut short
+    interrupted: bool = False  # cancelled (Ctrl-C): the counts say how far it got
     ranked: list[Found] = field(default_factory=list)  # the simulated, fastest first
+
+    @property
+    def pruned(self) -> int:
+        """Candidates without a tiling that validates, and tilings that did not compile."""
+        return self.unfit + self.tried - self.compiled
 
     @property
     def best(self) -> Found | None:
@@ -77,6 +92,19 @@ class SearchResult:
         if len(pairs) < 3:
             return None
         return _spearman([float(p[0]) for p in pairs], [float(p[1] or 0) for p in pairs])
+
+    def summary(self) -> str:
+        """The funnel in words, each count a part of the one before."""
+        verified = sum(1 for f in self.ranked if f.verified)
+        cut = (f"; out of time in {', '.join(self.out_of_time)}" if self.out_of_time else "")
+        stopped = "; stopped by Ctrl-C" if self.interrupted else ""
+        correlation = self.rank_correlation
+        return (f"considered {self.considered} candidate mappings ({self.unfit} without a "
+                f"tiling that fits), ranked their {self.tilings} tilings; compiled "
+                f"{self.compiled} of the first {self.tried} in rank order, simulated "
+                f"{self.simulated} ({verified} verified) in {self.seconds} s{cut}{stopped}; "
+                f"rank correlation of bound and simulated cycles: "
+                f"{correlation if correlation is not None else 'n/a'}")
 
 
 def _ranks(values: list[float]) -> list[float]:
@@ -107,12 +135,15 @@ def search(program: str | Path, width: int, height: int, *,
            params: dict[str, Binding] | None = None, budget: float = 60.0, top: int = 5,
            fabric: str = "paper", scheduler: str | None = None,
            workers: int | None = 0, progress: Callable[[str, int, int], None] | None = None,
-           like: str | Path | None = None) -> SearchResult:
+           like: str | Path | None = None, limit: int | None = None,
+           cancelled: Callable[[], bool] | None = None) -> SearchResult:
     """Search mappings of ``program`` onto ``width`` x ``height`` PEs within ``budget``
-    seconds; simulate the best that compile, ``top`` at a time (``workers``/``scheduler``: on Dask,
+    seconds; simulate the best ``top`` that compile (``workers``/``scheduler``: on Dask,
     as ``dtg.sweep.run_sweep``). ``progress(phase, done, total)`` is told how it goes.
     ``like``: a mapping whose choice of resident and streamed tensors the candidates
-    keep (to compare with it on the same terms)."""
+    keep (to compare with it on the same terms). ``limit``: consider at most that many
+    candidate mappings. ``cancelled()`` true stops the search with what it has (the
+    caller's Ctrl-C)."""
     start = time.monotonic()
     config = preset(fabric)
     params = dict(params or {})
@@ -120,76 +151,80 @@ def search(program: str | Path, width: int, height: int, *,
     loaded = from_source(source, params)
     model = loaded.model
     result = SearchResult(str(program), (width, height))
-    found: list[Found] = []
     say = progress or (lambda phase, done, total: None)
 
-    def left(share: float) -> bool:
-        return time.monotonic() - start < share * budget
+    def halted(phase: str, share: float) -> bool:
+        if cancelled is not None and cancelled():
+            result.interrupted = True
+            return True
+        if time.monotonic() - start < share * budget:
+            return False
+        if phase not in result.out_of_time:
+            result.out_of_time.append(phase)
+        return True
 
     kinds = None
     if like is not None:
         written = parse_mapping_file(like)
         kinds = {t.tensor: t.kind == "resident" for t in written.tensors}
-    for cand in space(model, width, height, kinds):
-        if not left(0.5):
-            result.out_of_time.append("enumeration")
-            break
-        result.considered += 1
-        say("enumerate", result.considered, 0)
-        try:
-            spec = parse_mapping(cand.text, "<candidate>")
-            choices = candidates(spec, model, lambda m: mapping_bound(model, m, config).cycles)
-        except DtgError:
-            result.pruned += 1
-            continue
-        for choice in choices:
-            assert choice.spec is not None
-            found.append(Found(f"{cand.label}; {choice.tiling.describe()}",
-                               format_spec(choice.spec), choice.bound, choice.even,
-                               choice.pes))
-    result.tilings = len(found)
+    found = _enumerate(model, width, height, kinds, config, result, limit,
+                       lambda: halted("enumeration", 0.5), say)
     found.sort(key=lambda f: (not f.even, f.bound, f.pes))
+    batch: list[Found] = []
     seen: set[str] = set()
-    queue = iter(found)
-    tried: list[Found] = []
-    # rounds of `top`: compile the next best, simulate them; go on while time is left for
-    # another round as long as the last one
-    last_round = 0.0
-    while len(tried) == 0 or (left(0.8) and time.monotonic() - start + last_round
-                              < 0.95 * budget):
-        began = time.monotonic()
-        batch: list[Found] = []
-        for f in queue:
-            if f.text in seen:
-                continue
-            seen.add(f.text)
-            if not left(0.9):
-                if "compilation" not in result.out_of_time:
-                    result.out_of_time.append("compilation")
-                break
-            say("compile", result.compiled, 0)
-            try:
-                compile_mapping(loaded, _validate(f.text, model), fabric=config)
-            except DtgError as err:
-                f.compiled, f.error = False, err.message
-                result.pruned += 1
-                continue
-            f.compiled = True
-            result.compiled += 1
-            batch.append(f)
-            if len(batch) >= top:
-                break
-        if not batch:
+    for f in found:
+        if len(batch) >= top or result.interrupted or halted("compilation", 0.7):
             break
-        say("simulate", result.simulated, 0)
-        _simulate(program, batch, params, fabric, scheduler, workers, result)
-        tried += batch
-        last_round = time.monotonic() - began
-    ready = tried
-    result.ranked = sorted((f for f in ready if f.cycles is not None),
+        if f.text in seen:
+            continue
+        seen.add(f.text)
+        result.tried += 1
+        say("compile", result.tried, top)
+        try:
+            compile_mapping(loaded, _validate(f.text, model), fabric=config)
+        except DtgError as err:
+            f.compiled, f.error = False, err.message
+            continue
+        f.compiled = True
+        result.compiled += 1
+        batch.append(f)
+    if batch and not result.interrupted:
+        say("simulate", 0, len(batch))
+        _simulate(program, batch, params, fabric, scheduler, workers, result,
+                  start + budget, cancelled, say)
+    result.ranked = sorted((f for f in batch if f.cycles is not None),
                            key=lambda f: (not f.verified, f.cycles, f.bound))
     result.seconds = round(time.monotonic() - start, 2)
     return result
+
+
+def _enumerate(model: PolyModel, width: int, height: int, kinds: dict[str, bool] | None,
+               config: FabricConfig, result: SearchResult, limit: int | None,
+               halted: Callable[[], bool], say: Callable[[str, int, int], None]
+               ) -> list[Found]:
+    """Every candidate's tilings that validate, as written mappings, until ``limit``
+    candidates or ``halted()``."""
+    found: list[Found] = []
+    for cand in space(model, width, height, kinds):
+        if (limit is not None and result.considered >= limit) or halted():
+            break
+        result.considered += 1
+        say("enumerate", result.considered, limit or 0)
+        try:
+            spec = parse_mapping(cand.text, "<candidate>")
+            choices = candidates(spec, model, lambda m: mapping_bound(model, m, config).cycles,
+                                 halted)
+        except DtgError:
+            result.unfit += 1
+            continue
+        if not choices and not halted():
+            result.unfit += 1
+        for choice in choices:
+            found.append(Found(f"{cand.label}; {choice.tiling.describe()}",
+                               cand.written(model, choice.tiling, choice.origin),
+                               choice.bound, choice.even, choice.pes))
+    result.tilings = len(found)
+    return found
 
 
 def _validate(text: str, model: PolyModel) -> Mapping:
@@ -198,14 +233,30 @@ def _validate(text: str, model: PolyModel) -> Mapping:
 
 def _simulate(program: str | Path, ready: list[Found], params: dict[str, Binding],
               fabric: str, scheduler: str | None, workers: int | None,
-              result: SearchResult) -> None:
+              result: SearchResult, deadline: float, cancelled: Callable[[], bool] | None,
+              say: Callable[[str, int, int], None]) -> None:
     """Simulate and verify the compiled candidates as sweep points (each carries its
-    mapping's text, so that workers elsewhere need no file of it)."""
-    from dtg.sweep import Point, run_sweep
+    mapping's text, so that workers elsewhere need no file of it), until ``deadline``."""
+    from dtg.sweep import Point, Row, Stopped, run_sweep
 
     todo = [Point(k, str(Path(program).resolve()), f.text, dict(params), fabric=fabric)
             for k, f in enumerate(ready)]
-    for row in run_sweep(todo, scheduler=scheduler, workers=workers):
+    count = [0]
+
+    def seen(row: Row) -> None:
+        count[0] += 1
+        say("simulate", count[0], len(todo))
+
+    try:
+        rows = run_sweep(todo, scheduler=scheduler, workers=workers, deadline=deadline,
+                         cancelled=cancelled, on_row=seen)
+    except Stopped as stop:
+        rows = stop.rows
+        if stop.why == "deadline":
+            result.out_of_time.append("simulation")
+        else:
+            result.interrupted = True
+    for row in rows:
         f = ready[row["index"]]
         f.cycles, f.verified, f.error = row["cycles"], row["verified"], row["error"]
         result.simulated += row["cycles"] is not None

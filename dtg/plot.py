@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,23 @@ def label(row: Row) -> str:
     return " ".join(parts)
 
 
+def _plain(text: str) -> str:
+    """``text`` shown as written: matplotlib reads ``$...$`` as mathematics, and a stray
+    ``$`` in a title or mapping name would fail the whole picture."""
+    return text.replace("$", "\\$")
+
+
+def log_scale(values: Sequence[float]) -> bool:
+    """Whether values this spread need a logarithmic axis: on a linear one, the small
+    bars would be slivers beside the largest (more than 20 times as long)."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) > 20 * min(positive)
+
+
 def plot_sweep(rows: Sequence[Row], path: str | Path, *, title: str | None = None) -> None:
     """A horizontal bar per point, fastest first: simulated cycles (blue when verified,
-    red when the outputs differ), the bound as a black tick, failures listed as such."""
+    red when the outputs differ), the bound as a black tick, failures listed as such.
+    The axis is logarithmic when the cycles and bounds span more than a factor of 20."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,24 +53,37 @@ def plot_sweep(rows: Sequence[Row], path: str | Path, *, title: str | None = Non
     ran = sorted((r for r in rows if r.get("cycles") is not None), key=lambda r: r["cycles"])
     failed = [r for r in rows if r.get("cycles") is None]
     shown = ran + failed
+    values = [float(r["cycles"]) for r in ran] + [float(r["bound"]) for r in ran
+                                                   if r.get("bound")]
+    log = log_scale(values)
+    base = 10 ** math.floor(math.log10(min(v for v in values if v > 0))) if log else 0
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.35 * len(shown)))
-    ys = list(range(len(shown)))[::-1]
-    for y, r in zip(ys, shown, strict=True):
-        if r.get("cycles") is None:
-            ax.text(0, y, "  failed: " + str(r.get("error", "")).splitlines()[0][:80],
-                    va="center", fontsize=8, color="firebrick")
-            continue
-        ax.barh(y, r["cycles"], color="tab:blue" if r.get("verified") else "tab:red",
-                height=0.6)
-        ax.text(r["cycles"], y, f" {r['cycles']}", va="center", fontsize=8)
-        if r.get("bound"):
-            ax.plot([r["bound"]] * 2, [y - 0.4, y + 0.4], color="black", linewidth=2)
-    ax.set_yticks(ys, [label(r) for r in shown], fontsize=8)
-    ax.set_xlabel("simulated cycles (black tick: the mapping's lower bound)")
-    ax.set_title(title or f"{Path(str(rows[0]['program'])).name}: {len(ran)} of {len(rows)} "
-                 "points ran (red: outputs differ)")
-    ax.margins(x=0.15)
-    fig.tight_layout()
-    write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=110),
-                     "the picture")
-    plt.close(fig)
+    try:
+        ys = list(range(len(shown)))[::-1]
+        for y, r in zip(ys, shown, strict=True):
+            if r.get("cycles") is None:
+                reason = (str(r.get("error") or "").splitlines() or [""])[0][:80]
+                ax.text(base or 0, y, _plain("  failed: " + reason), va="center", fontsize=8,
+                        color="firebrick")
+                continue
+            cycles = r["cycles"]
+            ax.barh(y, max(cycles - base, 0), left=base, height=0.6,
+                    color="tab:blue" if r.get("verified") else "tab:red")
+            ax.text(max(cycles, base), y, f" {cycles}", va="center", fontsize=8)
+            if r.get("bound"):
+                ax.plot([r["bound"]] * 2, [y - 0.4, y + 0.4], color="black", linewidth=2)
+        ax.set_yticks(ys, [_plain(label(r)) for r in shown], fontsize=8)
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(left=base)
+        ax.set_xlabel("simulated cycles" + (", logarithmic" if log else "") +
+                      " (black tick: the mapping's lower bound)")
+        ax.set_title(_plain(title) if title is not None else
+                     _plain(f"{Path(str(rows[0]['program'])).name}: {len(ran)} of {len(rows)} "
+                            "points ran (red: outputs differ)"))
+        ax.margins(x=0.15)
+        fig.tight_layout()
+        write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=110),
+                         "the picture")
+    finally:
+        plt.close(fig)

@@ -71,6 +71,7 @@ class Choice:
     pes: int
     even: bool = True
     spec: MappingSpec | None = None  # the written form: placement and streams filled in
+    origin: tuple[int, int] = (0, 0)  # the smallest X and Y values of the direction
 
     @property
     def rank(self) -> tuple[bool, int]:
@@ -114,15 +115,18 @@ def _tiles(extent: int, lines: int) -> list[int]:
     if lines < 1:
         return []
     sizes = {math.ceil(extent / lines)}
-    sizes |= {d for d in range(1, extent + 1)
-              if extent % d == 0 and extent // d <= lines and 2 * (extent // d) >= lines}
+    # (by the number of tiles, not the tile size: the work does not grow with the extent)
+    sizes |= {extent // n for n in range(max(1, (lines + 1) // 2), min(lines, extent) + 1)
+              if extent % n == 0}
     return sorted(sizes)
 
 
-def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping], int]
-               ) -> list[Choice]:
+def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping], int],
+               stop: Callable[[], bool] | None = None) -> list[Choice]:
     """Every tiling of a direction-only ``spec`` (its other parameters bound) that
-    validates, best first (``bound_of`` ranks them)."""
+    validates, best first (``bound_of`` ranks them). ``stop`` is asked before each
+    tiling is validated: when it says so, the tilings validated so far (a search out of
+    time)."""
     assert spec.direction
     taken = [p.name for p in spec.params if p.name in TILE_PARAMETERS]
     if taken:
@@ -155,6 +159,8 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
                         tilings.append(Tiling(max(p[0] for p in per), max(p[1] for p in per),
                                               ox, oy, per))
     for tiling in tilings:
+        if stop is not None and stop():
+            break
         placement = _placement(directions, tiling, a0, b0, spec.placement)
         concrete = replace(spec, placement=placement, direction=False)
         concrete = bind_mapping(concrete, tiling.values())
@@ -168,9 +174,9 @@ def candidates(spec: MappingSpec, model: PolyModel, bound_of: Callable[[Mapping]
             used = rel.range() if used is None else used.union(rel.range())
         pes = int(used.count_val().to_python()) if used is not None else 0
         found.append(Choice(tiling, mapping, bound_of(mapping), pes,
-                            _even(tiling, extents, (a1 - a0 + 1, b1 - b0 + 1)), concrete))
-    if not found:
-        assert first_error is not None
+                            _even(tiling, extents, (a1 - a0 + 1, b1 - b0 + 1)), concrete,
+                            (a0, b0)))
+    if not found and first_error is not None:
         raise MappingError(
             f"no tiling of the placement direction fits the rectangle PE[{width}, {height}] "
             f"with these streams; the first tried failed with: {first_error.message}",

@@ -17,21 +17,15 @@ index of as many (the outer ones are outer index values, as conv2d's ``x[w, h]``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from dtg.lair.graph import AffineExpr, Graph, Stmt, Tensor
 from dtg.lair.lower import PolyModel
+from dtg.mapping.direction import Tiling
 
 AXES = ("X", "Y")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A mapping to try: what it is, in words, and its ``.map`` text."""
-
-    label: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -141,24 +135,88 @@ def _extents(model: PolyModel, alignment: Alignment) -> tuple[int, int]:
     return lows[0], lows[1]
 
 
+Values = Mapping[str, int | str]
+"""What the tile parameters stand for: their names (the template that is validated) or
+the numbers a tiling chose (the mapping written out)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way a tensor enters or leaves: a label and its spec line for given tiles."""
+
+    label: str
+    line: Callable[[Values], str]
+
+
+def _shift(var: str, delta: int) -> str:
+    """``var + delta`` as a person writes it."""
+    if delta == 0:
+        return var
+    return f"{var} + {delta}" if delta > 0 else f"{var} - {-delta}"
+
+
+def _grouped(text: str) -> str:
+    return text if text.isidentifier() or text.lstrip("-").isdigit() else f"({text})"
+
+
+def tile_index(var: str, low: int, tile: int | str, offset: int | str) -> str:
+    """``offset + (var - low)//tile``, simplified: no ``+ 0``, no ``//1``."""
+    if tile == 1 and isinstance(offset, int):
+        return _shift(var, offset - low)
+    inner = _shift(var, -low)
+    quotient = inner if tile == 1 else f"{_grouped(inner)}//{tile}"
+    return quotient if offset == 0 else f"{offset} + {quotient}"
+
+
+def tile_position(var: str, low: int, tile: int | str) -> str:
+    """``(var - low) mod tile``, simplified (0 for tiles of one)."""
+    if tile == 1:
+        return "0"
+    return f"{_grouped(_shift(var, -low))} mod {tile}"
+
+
+RESERVED = frozenset({"TX", "TY", "OX", "OY", "PE", "index", "mod", "floor", "ceil",
+                      "and", "or", "not", "min", "max", "exists"})
+
+
+def _dim_names(tensor: Tensor, user: Stmt | None) -> list[str]:
+    """Names of the tensor's dimensions in its spec: the iterators its first user indexes
+    it by (``y[i = 0:31]``), else ``d0``, ``d1``, ..."""
+    plain = [f"d{k}" for k in range(len(tensor.shape))]
+    if user is None:
+        return plain
+    names = []
+    for expr in user.access(tensor.name).index:
+        if len(expr.terms) != 1 or expr.terms[0][1] != 1 or expr.constant:
+            return plain
+        names.append(expr.terms[0][0])
+    if len(set(names)) != len(names) or RESERVED & set(names):
+        return plain
+    return names
+
+
 def tensor_options(model: PolyModel, alignment: Alignment, tensor: Tensor, width: int,
-                   height: int) -> list[tuple[str, str]]:
-    """(label, spec line) for each way ``tensor`` may enter or leave."""
+                   height: int) -> list[Option]:
+    """Each way ``tensor`` may enter or leave."""
     graph = model.graph
-    name, rank = tensor.name, len(tensor.shape)
-    found = [(f"{name} resident", f"{tensor.role} {name} resident")]
-    ranges = ", ".join(f"d{k} = 0:{n - 1}" for k, n in enumerate(tensor.shape))
-    dims = ", ".join(f"d{k}" for k in range(rank))
-    kinds = ("sparse", "dense") if tensor.role == "input" else ("dense",)
-    if rank >= 1:  # (a multi-dimensional index: outer dimensions are outer index values)
-        ends = ([("north", "PE[0, -1]"), ("west", "PE[-1, 0]")] if tensor.role == "input"
-                else [("east", f"PE[{width}, 0]"), ("south", f"PE[0, {height}]")])
-        for kind, (side, pe) in itertools.product(kinds, ends):
-            found.append((f"{name} {kind} through one PE {side}",
-                          f"{tensor.role} {name} {kind} {{ {name}[{ranges}] -> [{pe} -> "
-                          f"index[{dims}]] }}"))
+    name, role, rank = tensor.name, tensor.role, len(tensor.shape)
+    found = [Option(f"{name} resident", partial(_constant, f"{role} {name} resident"))]
     user = next((s for s in graph.statements
                  if name in (s.target.tensor, *(r.tensor for r in s.reads))), None)
+    dims = _dim_names(tensor, user)
+    ranges = ", ".join(f"{d} = 0:{n - 1}" for d, n in zip(dims, tensor.shape, strict=True))
+    kinds = ("sparse", "dense") if role == "input" else ("dense",)
+
+    def spec(kind: str, pe: str, index: list[str]) -> str:
+        return (f"{role} {name} {kind} {{ {name}[{ranges}] -> [{pe} -> "
+                f"index[{', '.join(index)}]] }}")
+
+    if rank >= 1:  # (a multi-dimensional index: outer dimensions are outer index values)
+        ends = ([("north", "PE[0, -1]"), ("west", "PE[-1, 0]")] if role == "input"
+                else [("east", f"PE[{width}, 0]"), ("south", f"PE[0, {height}]")])
+        for kind, (side, pe) in itertools.product(kinds, ends):
+            found.append(Option(f"{name} {kind} through one PE {side}",
+                                partial(_constant, spec(kind, pe, dims))))
     if user is None:
         return found
     index = user.access(name).index
@@ -168,19 +226,70 @@ def tensor_options(model: PolyModel, alignment: Alignment, tensor: Tensor, width
         if axis is None:
             continue
         low, tile, offset = (a0, "TX", "OX") if axis == "X" else (b0, "TY", "OY")
-        where = f"{offset} + (d{k} - ({low}))//{tile}"
         if axis == "X":
-            pe = f"PE[{where}, -1]" if tensor.role == "input" else f"PE[{where}, {height}]"
-            side = "north" if tensor.role == "input" else "south"
+            side = "north" if role == "input" else "south"
+            edge = "-1" if role == "input" else str(height)
         else:
-            pe = f"PE[-1, {where}]" if tensor.role == "input" else f"PE[{width}, {where}]"
-            side = "west" if tensor.role == "input" else "east"
-        inner = [f"(d{k} - ({low})) mod {tile}"] + [f"d{j}" for j in range(rank) if j != k]
+            side = "west" if role == "input" else "east"
+            edge = "-1" if role == "input" else str(width)
+
+        def line(v: Values, kind: str, k: int, low: int, tile: str, offset: str, axis: str,
+                 edge: str) -> str:
+            where = tile_index(dims[k], low, v[tile], v[offset])
+            pe = f"PE[{where}, {edge}]" if axis == "X" else f"PE[{edge}, {where}]"
+            inner = [tile_position(dims[k], low, v[tile])]
+            return spec(kind, pe, inner + [d for j, d in enumerate(dims) if j != k])
+
         for kind in kinds:
-            found.append((f"{name} {kind} from the {side}, a tile per line",
-                          f"{tensor.role} {name} {kind} {{ {name}[{ranges}] -> [{pe} -> "
-                          f"index[{', '.join(inner)}]] }}"))
+            found.append(Option(f"{name} {kind} from the {side}, a tile per line",
+                                partial(line, kind=kind, k=k, low=low, tile=tile,
+                                        offset=offset, axis=axis, edge=edge)))
     return found
+
+
+def _constant(text: str, values: Values) -> str:
+    """A spec line that does not depend on the tiling."""
+    return text
+
+
+PARAMETER_NAMES: dict[str, int | str] = {p: p for p in ("TX", "TY", "OX", "OY")}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A mapping to try: what it is, in words, and its ``.map`` text (a direction-only
+    placement whose streams use the tiles and offsets ``TX``, ``TY``, ``OX``, ``OY``)."""
+
+    label: str
+    text: str
+    alignment: Alignment | None = None
+    options: tuple[Option, ...] = ()
+
+    def written(self, model: PolyModel, tiling: Tiling, origin: tuple[int, int]) -> str:
+        """The mapping as a person writes it, for a ``tiling`` of the direction whose
+        smallest X and Y values are ``origin``: the placement by the program's iterators
+        (``gemv[i, j] -> PE[i//8, j//4]``), the tiles and offsets written in."""
+        assert self.alignment is not None
+        values: dict[str, int | str] = dict(tiling.values())
+        rectangle, _, _ = self.text.partition("\n")
+        pieces = []
+        for k, (name, pair) in enumerate(self.alignment.directions):
+            tx, ty, x0, y0 = tiling.per[k] if tiling.per else (tiling.tx, tiling.ty, *origin)
+            coords = [_coordinate(expr, low, tile, offset) for expr, low, tile, offset in
+                      ((pair[0], x0, tx, tiling.ox), (pair[1], y0, ty, tiling.oy))]
+            its = ", ".join(model.graph.statement(name).iterators)
+            pieces.append(f"{name}[{its}] -> PE[{coords[0]}, {coords[1]}]")
+        return "\n".join([rectangle, "placement { " + "; ".join(pieces) + " }",
+                          *(o.line(values) for o in self.options)]) + "\n"
+
+
+def _coordinate(expr: AffineExpr | None, low: int, tile: int, offset: int) -> str:
+    """``offset + (expr - low)//tile`` for a statement's direction (None: 0)."""
+    if expr is None:
+        return str(offset + (0 - low) // tile)
+    if tile == 1:
+        return str(AffineExpr(expr.terms, expr.constant - low + offset))
+    return tile_index(str(AffineExpr(expr.terms, expr.constant - low)), 0, tile, offset)
 
 
 def candidates(model: PolyModel, width: int, height: int,
@@ -194,10 +303,11 @@ def candidates(model: PolyModel, width: int, height: int,
         for t in tensors:
             found = tensor_options(model, alignment, t, width, height)
             if t.name in kinds:
-                found = [o for o in found if o[1].endswith(" resident") == kinds[t.name]]
+                found = [o for o in found if o.label.endswith(" resident") == kinds[t.name]]
             options.append(found)
         for combo in itertools.product(*options):
-            label = alignment.label() + "; " + "; ".join(lab for lab, _ in combo)
+            label = alignment.label() + "; " + "; ".join(o.label for o in combo)
             text = "\n".join([f"rectangle {{ PE[{width}, {height}] }}",
-                              alignment.placement(model), *(line for _, line in combo)]) + "\n"
-            yield Candidate(label, text)
+                              alignment.placement(model),
+                              *(o.line(PARAMETER_NAMES) for o in combo)]) + "\n"
+            yield Candidate(label, text, alignment, combo)

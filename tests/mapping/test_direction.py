@@ -59,7 +59,7 @@ def test_emit_mapping_shows_the_chosen_placement(cli) -> None:  # type: ignore[n
     ("placement direction { nope[i, j] -> [j, i] }", "names unknown statement 'nope'"),
     ("placement direction { ff[i, j] -> [j] }", "must be a pair [x, y]"),
     ("placement direction { ff[i, j] -> [j, i] }\nlet TX = 4", "'TX' names the tiling"),
-    ("placement direction { ff[i] -> [i, 0] }", "gives 'ff' 1 dimensions; it has 2"),
+    ("placement direction { ff[i] -> [i, 0] }", "gives 'ff' 1 dimension"),
     ("placement direction { ff[i, j] -> [k, i] }", "direction of 'ff' is unbounded"),
 ])
 def test_bad_directions_are_located(tmp_path: Path, text: str, message: str) -> None:
