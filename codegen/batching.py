@@ -33,6 +33,7 @@ from dtg.codegen.islast import condition_of, pw_aff_expr
 from dtg.codegen.peir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
+from dtg.lair.limits import counted
 from dtg.mapping import poly
 from dtg.mapping.flows import InputFlow, Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
@@ -229,8 +230,8 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         # landing the first batch, then compute-bound or arrival-bound
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[0])
-        result.append(Candidate(size, cycles, f"{batches} batch(es) of up to {size} "
-                                              f"wavelets, {cost[0]} cycles each",
+        result.append(Candidate(size, cycles, f"{counted(batches, 'batch', 'batches')} of up to "
+                                              f"{counted(size, 'wavelet')}, {cost[0]} cycles each",
                                 groups * batches * cost[0]))
         if best is None or cycles < best[0]:
             best = (cycles, made)

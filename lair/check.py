@@ -28,7 +28,7 @@ from dtg.lair.graph import (
     Unary,
     Value,
 )
-from dtg.lair.limits import MAX_INT, MAX_RANK, MAX_SIZE
+from dtg.lair.limits import MAX_INT, MAX_RANK, MAX_SIZE, counted
 from dtg.lair.printer import format_expr
 from dtg.lair.specialize import eval_constant
 
@@ -172,7 +172,8 @@ def _check_statement(stmt: ast.Statement, name: str, node: ast.Node,
         _check_name(it.name, "iterator", it.loc)
         iterators[it.name] = it.loc
     if len(stmt.extents) != len(stmt.iterators):
-        raise _err(f"{len(stmt.iterators)} iterators but {len(stmt.extents)} extents; "
+        raise _err(f"{counted(len(stmt.iterators), 'iterator')} but "
+                   f"{counted(len(stmt.extents), 'extent')}; "
                    "expected one extent per iterator", stmt.loc)
     if len(stmt.iterators) > MAX_RANK:
         raise LimitError(f"statement '{name}' has {len(stmt.iterators)} iterators, more than "

@@ -71,6 +71,11 @@ def abbreviate(text: str, limit: int = 24) -> str:
     return f"{text[:limit]}... ({len(text)} characters)"
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, plural unless the count is one: "1 dimension", "2 PEs"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def number_text(digits: str) -> str:
     """A decimal number for a message: long ones are described by their number of digits."""
     sign = "-" if digits.startswith("-") else ""

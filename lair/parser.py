@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import stat
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -70,12 +72,14 @@ def describe_token(token: Token) -> str:
 
 
 def syntax_error(err: UnexpectedInput, text: str, file: str, what: str, lark: Lark,
-                 table: dict[str, str] | None = None, noun: str | None = None
-                 ) -> LairSyntaxError:
+                 table: dict[str, str] | None = None, noun: str | None = None,
+                 blocks: bool = False) -> LairSyntaxError:
     """A :class:`LairSyntaxError` that names the position, the culprit and the alternatives.
 
     An unexpected first token means the file is not a ``noun`` at all (a program given as
-    a mapping, say): the message then says so without quoting the file."""
+    a mapping, say): the message then says so without quoting the file. A word close to
+    a keyword the grammar would have taken there gets a suggestion; with ``blocks``, a
+    '{' whose '}' is missing is reported where it opens."""
     line = getattr(err, "line", None)
     column = getattr(err, "column", None)
     if not isinstance(line, int) or line < 1:
@@ -87,18 +91,136 @@ def syntax_error(err: UnexpectedInput, text: str, file: str, what: str, lark: La
         pos = err.pos_in_stream
         char = text[pos] if pos is not None and pos < len(text) else "?"
         return LairSyntaxError(f"unexpected character {char!r} in {what}{alternatives}", loc)
+    unclosed = _unclosed_brace(err, expected, lark, file) if blocks else None
+    if unclosed is not None:
+        token = getattr(err, "token", None)
+        if isinstance(token, Token) and token.type != "$END":
+            why = f"{describe_token(token)} at {line}:{column} starts the next item"
+        else:
+            end_line, end_column = _end_position(text)
+            why = f"the file ends at {end_line}:{end_column}"
+        return LairSyntaxError(f"'{{' opened here is never closed: {why}; expected '}}' "
+                               "after the block's last statement", unclosed)
     if isinstance(err, UnexpectedEOF) or (
             isinstance(err, UnexpectedToken) and err.token.type == "$END"):
         line, column = _end_position(text)
         return LairSyntaxError(f"unexpected end of file in {what}{alternatives}",
                                SourceLoc(file, line, column))
     if isinstance(err, UnexpectedToken):
+        culprit = describe_token(err.token)
+        start, end = _word_around(text, err.token.start_pos)
+        split = end > start and start < (err.token.start_pos or 0)
+        accepted = _accepts_at(lark, text, start) if split else None
+        if accepted is not None:  # the lexer split a word: 'inn' as the keyword 'in' and 'n'
+            culprit = f"'{abbreviate(text[start:end])}'"
+            loc = SourceLoc(file, text.count("\n", 0, start) + 1,
+                            start - text.rfind("\n", 0, start))
+            expected = accepted
+            alternatives = (f"; expected {describe_expected(expected, lark, table)}"
+                            if expected else "")
+        hint = _misspelled_keyword(err, expected, text, lark)
         if _at_start(err):
             return LairSyntaxError(
-                f"this file does not start like a {noun or what}{alternatives}", loc)
-        return LairSyntaxError(
-            f"unexpected {describe_token(err.token)} in {what}{alternatives}", loc)
+                f"this file does not start like a {noun or what}{alternatives}{hint}", loc)
+        return LairSyntaxError(f"unexpected {culprit} in {what}{alternatives}{hint}", loc)
     return LairSyntaxError(f"cannot parse {what}", loc)
+
+
+def keywords(names: Iterable[str], lark: Lark) -> set[str]:
+    """The words among terminals ``names``: literal keywords (``'all'``) and the
+    alternatives of word-list patterns (``DIRECTION: "input" | "output"``)."""
+    patterns = {t.name: t.pattern for t in lark.terminals}
+    words: set[str] = set()
+    for name in names:
+        pattern = patterns.get(name)
+        if pattern is None:
+            continue
+        if pattern.type == "str" and pattern.value.isidentifier():
+            words.add(pattern.value)
+        elif pattern.type == "re":
+            listed = re.fullmatch(r"\(\?:(\w+(?:\|\w+)*)\)", pattern.value)
+            if listed is not None:
+                words.update(listed.group(1).split("|"))
+    return words
+
+
+def _misspelled_keyword(err: UnexpectedToken, expected: set[str], text: str, lark: Lark
+                        ) -> str:
+    """"; did you mean 'all'?" when the unexpected word, or the word just before the
+    unexpected token, is close to a keyword the grammar would have accepted in its place
+    (``al (i) in (N)`` reads ``al`` as a label and stops at ``(``); else ""."""
+    token = err.token
+    every = keywords((t.name for t in lark.terminals), lark)  # a keyword is no misspelling
+    start, end = _word_around(text, token.start_pos)
+    if end > start:
+        if text[start:end] in every:
+            return ""
+        close = difflib.get_close_matches(text[start:end], sorted(keywords(expected, lark)),
+                                          n=1)
+        return f"; did you mean '{close[0]}'?" if close else ""
+    history = getattr(err, "token_history", None) or []
+    before = history[-1] if history else None
+    if not isinstance(before, Token):
+        return ""
+    start, end = _word_around(text, before.start_pos)
+    word = text[start:end]
+    there = _accepts_at(lark, text, start) if word and word not in every else None
+    if not there:
+        return ""
+    close = difflib.get_close_matches(word, sorted(keywords(there, lark) - {word}), n=1)
+    return f"; did you mean '{close[0]}' instead of '{word}'?" if close else ""
+
+
+def _accepts_at(lark: Lark, text: str, offset: int) -> set[str] | None:
+    """The terminals the parser accepts after ``text[:offset]`` (None if that fails)."""
+    try:
+        prefix = lark.parse_interactive(text[:offset])
+        prefix.exhaust_lexer()
+        return set(prefix.accepts())
+    except UnexpectedInput:
+        return None
+
+
+def _word_around(text: str, pos: int | None) -> tuple[int, int]:
+    """The start and end of the identifier that covers offset ``pos`` (empty if none)."""
+    if pos is None or pos >= len(text) or not (text[pos].isalnum() or text[pos] == "_"):
+        return 0, 0
+    start = end = pos
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+        end += 1
+    if text[start].isdigit():
+        return 0, 0
+    return start, end
+
+
+def _unclosed_brace(err: UnexpectedInput, expected: set[str], lark: Lark, file: str
+                    ) -> SourceLoc | None:
+    """Where the innermost open '{' is, when the parser needed its '}' and met the end of
+    the file or the start of a new top-level item instead; else None."""
+    closing = {t.name for t in lark.terminals
+               if t.pattern.type == "str" and t.pattern.value == "}"}
+    if not closing & expected:
+        return None
+    token = getattr(err, "token", None)
+    at_end = isinstance(err, UnexpectedEOF) or (
+        isinstance(token, Token) and token.type == "$END")
+    if not at_end and (not isinstance(token, Token) or token.type not in _item_starts(lark)):
+        return None
+    interactive = getattr(err, "interactive_parser", None)
+    stack = getattr(getattr(interactive, "parser_state", None), "value_stack", None) or []
+    for value in reversed(stack):
+        if isinstance(value, Token) and str(value) == "{" and value.line is not None:
+            return SourceLoc(file, value.line, value.column or 1)
+    return None
+
+
+def _item_starts(lark: Lark) -> frozenset[str]:
+    """Terminals a file may start with, other than names: what begins a top-level item."""
+    starts = lark.parse_interactive("").accepts()
+    names = {t.name for t in lark.terminals if t.pattern.type == "re"}
+    return frozenset(starts - names - {"$END"})
 
 
 def _at_start(err: UnexpectedToken) -> bool:
@@ -193,7 +315,11 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as err:
-        raise syntax_error(err, text, file, "LAIR", _parser(), noun="LAIR program") from None
+        unindexed = _unindexed_target(err, file)
+        if unindexed is not None:
+            raise unindexed from None
+        raise syntax_error(err, text, file, "LAIR", _parser(), noun="LAIR program",
+                           blocks=True) from None
     check_nesting(tree, file, NESTING_RULES, "expression")
     try:
         module: ast.Module = _ToAst(file).transform(tree)
@@ -205,6 +331,22 @@ def parse(text: str, file: str = "<string>") -> ast.Module:
         raise LairSyntaxError("no 'lair' node in file; expected at least one node",
                               SourceLoc(file, 1, 1))
     return module
+
+
+def _unindexed_target(err: UnexpectedInput, file: str) -> LairSyntaxError | None:
+    """A statement that assigns to a bare name (``s += x[i]``): LAIR defines tensor
+    elements, so a target always has an index and a rank-0 tensor cannot be one."""
+    if not isinstance(err, UnexpectedToken) or err.token.type != "ASSIGN":
+        return None
+    history = getattr(err, "token_history", None) or []
+    name = history[-1] if history else None
+    if not isinstance(name, Token) or name.type != "NAME" or "LSQB" not in _acceptable(err):
+        return None
+    return LairSyntaxError(
+        f"the target '{name}' has no index; a statement defines tensor elements, as in "
+        f"{name}[i] {err.token} ..., so a rank-0 tensor (a scalar) cannot be a target: "
+        f"declare it with one element, {name}[1], and define {name}[0]",
+        SourceLoc(file, name.line or 1, name.column or 1))
 
 
 def check_nesting(tree: Tree[Any], file: str, counts: Callable[[str], bool], what: str,

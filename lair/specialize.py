@@ -18,6 +18,30 @@ from dtg.lair.limits import MAX_INT, abbreviate, literal_value, number_text
 Binding = int | str
 
 
+def given(name: str) -> str:
+    """A parameter as the user gave it, in words that fit the command line (``--param``)
+    and the Python API (``params=``) alike."""
+    return f"parameter '{name}' (given by --param or params=)"
+
+
+def binding_value(name: str, value: object) -> Binding:
+    """A value given for parameter ``name``: an integer or a type name as is, the text of
+    an integer as that integer (as ``--param`` reads it); anything else is an error."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isidentifier():
+        return value
+    if isinstance(value, str) and "=" not in value:
+        try:
+            return parse_param(f"{name}={value}")[1]
+        except LimitError:
+            raise
+        except SpecializationError:
+            pass
+    raise SpecializationError(f"{given(name)} is {abbreviate(repr(value), 40)}; expected an "
+                              "integer size or a type name (float16, float32)")
+
+
 def parse_param(text: str) -> tuple[str, Binding]:
     """Parse a command-line ``NAME=VALUE`` (an integer size or a type name)."""
     name, sep, value = text.partition("=")
@@ -29,14 +53,14 @@ def parse_param(text: str) -> tuple[str, Binding]:
     if digits.isascii() and digits.isdigit():
         number = literal_value(digits)
         if number is None:
-            raise LimitError(f"--param {name}={number_text(value)}: the value does not fit in "
+            raise LimitError(f"{given(name)} is {number_text(value)}, which does not fit in "
                              f"64 bits; the limit is {MAX_INT}")
         return name, -number if value.startswith("-") else number
     if value.isidentifier():
         return name, value
     if len(value) <= 40:  # Python's other integer spellings, e.g. 1_000
         try:
-            return name, _bounded(int(value), f"--param {name}", None)
+            return name, _bounded(int(value), given(name), None)
         except ValueError:
             pass
     raise SpecializationError(
@@ -99,14 +123,14 @@ def file_bindings(module: ast.Module) -> dict[str, tuple[Binding, SourceLoc]]:
 
 def specialize(module: ast.Module, overrides: Mapping[str, Binding] | None = None) -> ast.Module:
     """Return the module with every node's parameters substituted by their values."""
-    overrides = dict(overrides or {})
+    overrides = {name: binding_value(name, value) for name, value in (overrides or {}).items()}
     declared = {p.name for n in module.nodes for p in n.size_params}
     declared |= {p.name for n in module.nodes for p in n.type_params}
     lets = file_bindings(module)
     for name in overrides:
         if name not in declared and name not in lets:
             raise SpecializationError(
-                f"--param {name}: no node has a parameter named '{name}'"
+                f"unknown {given(name)}: no node declares it"
                 + (f" (parameters: {', '.join(sorted(declared))})" if declared else ""))
     env: dict[str, Binding] = {k: v for k, (v, _) in lets.items()}
     env.update(overrides)
@@ -126,7 +150,8 @@ def _specialize_node(node: ast.Node, env: Mapping[str, Binding]) -> ast.Node:
         if value is None:
             raise SpecializationError(
                 f"size parameter '{param.name}' of node '{node.name}' has no value; give it "
-                f"with 'let {param.name} = ...' in the file or '--param {param.name}=...'",
+                f"with 'let {param.name} = ...' in the file, --param {param.name}=... or "
+                f"params={{'{param.name}': ...}}",
                 param.loc)
         if not isinstance(value, int):
             raise SpecializationError(
@@ -143,7 +168,8 @@ def _specialize_node(node: ast.Node, env: Mapping[str, Binding]) -> ast.Node:
         if bound is None:
             raise SpecializationError(
                 f"type parameter '{tparam.name}' of node '{node.name}' has no value and no "
-                f"default; give it with '--param {tparam.name}=float16'", tparam.loc)
+                f"default; give it with --param {tparam.name}=float16 or "
+                f"params={{'{tparam.name}': 'float16'}}", tparam.loc)
         if not isinstance(bound, str):
             raise SpecializationError(
                 f"type parameter '{tparam.name}' of node '{node.name}' is bound to {bound}; "

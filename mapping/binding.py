@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from dtg.lair import ast
 from dtg.lair.diagnostics import SpecializationError
-from dtg.lair.specialize import Binding, file_bindings
+from dtg.lair.specialize import Binding, binding_value, file_bindings, given
 from dtg.mapping.spec import MappingSpec, bind_mapping
 
 
@@ -26,20 +26,21 @@ def split_params(module: ast.Module, spec: MappingSpec, params: Mapping[str, Bin
     theirs = program_parameters(module)
     for_program: dict[str, Binding] = {}
     for_mapping: dict[str, int] = {}
-    for name, value in params.items():
+    for name, given_value in params.items():
+        value = binding_value(name, given_value)
         if name in theirs:
             for_program[name] = value
         if name in ours:
             if not isinstance(value, int):
-                raise SpecializationError(f"--param {name}={value}: the mapping's parameter "
-                                          f"'{name}' takes an integer")
+                raise SpecializationError(f"{given(name)} is {value}, but the mapping's "
+                                          f"parameter '{name}' takes an integer")
             for_mapping[name] = value
         if name not in theirs and name not in ours:
             listed = "; ".join(
                 f"{who}: {', '.join(sorted(names))}" for who, names in
                 (("program", theirs), ("mapping", ours)) if names) or "none declared"
-            raise SpecializationError(f"--param {name}: neither the program nor the mapping "
-                                      f"has a parameter named '{name}' ({listed})")
+            raise SpecializationError(f"unknown {given(name)}: neither the program nor the "
+                                      f"mapping declares it ({listed})")
     return for_program, for_mapping
 
 

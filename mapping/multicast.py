@@ -20,6 +20,7 @@ from typing import Literal
 import islpy as isl
 import networkx as nx
 
+from dtg.lair.limits import counted
 from dtg.mapping import poly
 from dtg.mapping.mesh import Side, inward, linear_map, pe_map_space, pe_space, point, translate
 
@@ -50,7 +51,7 @@ class Multicast:
         other = "column" if self.first == "row" else "row"
         return (f"multicast trees along the {self.first} first, then the {other}s: "
                 f"{self.nodes} PE visits ({self.alternative} {other} first), "
-                f"{len(self.trees)} color(s)")
+                f"{counted(len(self.trees), 'color')}")
 
 
 def plan_multicast(need: isl.Map, side: Side) -> Multicast:

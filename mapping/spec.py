@@ -26,10 +26,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from dtg.lair.ast import NOWHERE
-from dtg.lair.diagnostics import DtgError, LimitError, MappingError, SourceLoc
+from dtg.lair.diagnostics import (
+    DtgError,
+    LairSyntaxError,
+    LimitError,
+    MappingError,
+    SourceLoc,
+)
 from dtg.lair.limits import MAX_INPUT_BYTES, isl_text_problem, offset_loc
 from dtg.lair.parser import read_source, syntax_error
 
@@ -122,6 +133,9 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
             raise MappingError("this is a LAIR program, not a mapping spec; give it as the "
                                "program and its mapping with -m FILE.map",
                                SourceLoc(file, err.line, err.column)) from None
+        unclosed = _unclosed_isl(err, text, file)
+        if unclosed is not None:
+            raise unclosed from None
         raise syntax_error(err, text, file, "mapping spec", _parser(), TERMINALS) from None
     try:
         entries = _ToSpec(file).transform(tree)
@@ -173,6 +187,29 @@ def parse_mapping(text: str, file: str = "<string>") -> MappingSpec:
                            "'placement { S[i, j] -> PE[j, i] }'", end)
     return MappingSpec(rectangle, placement, tuple(tensors.values()), file,
                        tuple(params.values()), direction)
+
+
+def _unclosed_isl(err: UnexpectedInput, text: str, file: str) -> LairSyntaxError | None:
+    """The lexer stops at a '{' whose isl text has no '}' before the next '{' or the end
+    of the file: say so there, rather than that '{' was unexpected."""
+    if not isinstance(err, UnexpectedCharacters):
+        return None
+    pos = err.pos_in_stream
+    if pos is None or pos >= len(text) or text[pos] != "{":
+        return None
+    after = re.compile(r"[^{}]*").match(text, pos + 1)
+    stop = after.end() if after is not None else len(text)
+    if stop < len(text) and text[stop] == "}":
+        return None
+    loc = SourceLoc(file, err.line, err.column)
+    if stop < len(text):
+        nxt = offset_loc(loc, text[pos:], stop - pos)
+        why = f"the next '{{' is at {nxt.line}:{nxt.column}"
+    else:
+        end = offset_loc(loc, text[pos:], len(text) - pos)
+        why = f"the file ends at {end.line}:{end.column}"
+    return LairSyntaxError(f"'{{' opened here is never closed: {why}; expected '}}' at the "
+                           "end of the isl text", loc)
 
 
 TOKEN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_']*)|(?P<number>[0-9]+)|(?P<op>//|->|\S)")

@@ -145,7 +145,7 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                               detail=f"adapters send each element of {flow.tensor} down the "
                                      "line that needs it, re-indexed (eq. (5))"))
         how = (flow.plan if flow.members is not None else
-               f"flows {FLOW_PORT[flow.side]}wards along each line with a source")
+               f"flows {SIDE_NAMES[FLOW_PORT[flow.side]]}wards along each line with a source")
         tasks.append(Task(f"broadcast_{flow.name}", "communication", compute.name, flow.lines,
                           trigger=flow.tensor, flow=flow.name,
                           detail=f"{flow.tensor} {how}, to the PEs that read it"))

@@ -6,6 +6,7 @@ where isl finds a violation, one concrete witness (an instance, a PE, an element
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -17,6 +18,7 @@ from dtg.lair.limits import (
     MAX_COORD,
     MAX_PES,
     MAX_RANK,
+    counted,
     isl_text_problem,
     number_text,
     offset_loc,
@@ -92,7 +94,8 @@ class Mapping:
         return "\n".join(lines) + "\n"
 
 
-def _parse(cls: type, text: IslText, what: str) -> isl.Map | isl.Set | isl.UnionMap:
+def _parse(cls: type, text: IslText, what: str, hint: str = ""
+           ) -> isl.Map | isl.Set | isl.UnionMap:
     problem = isl_text_problem(text.text)  # parse_mapping checks too; specs may be built
     if problem is not None:
         raise LimitError(problem[0], offset_loc(text.loc, text.text, problem[1]))
@@ -101,7 +104,7 @@ def _parse(cls: type, text: IslText, what: str) -> isl.Map | isl.Set | isl.Union
     except isl.Error:
         kind = {isl.Set: "set", isl.Map: "relation", isl.UnionMap: "union map"}[cls]
         raise MappingError(f"isl cannot read the {what}; expected an isl {kind} such as "
-                           f"{_EXAMPLES[what]}", text.loc) from None
+                           f"{_EXAMPLES[what]}{hint}", text.loc) from None
 
 
 _EXAMPLES = {
@@ -109,6 +112,43 @@ _EXAMPLES = {
     "placement": "{ S[i, j] -> PE[j//4, i//8] }",
     "tensor relation": "{ x[i = 0:15] -> [PE[0, -1] -> index[i]] }",
 }
+
+
+def _rank0_hint(name: str, shape: isl.Set) -> str:
+    """For a rank-0 tensor: how its one element is written in isl."""
+    if shape.dim(isl.dim_type.set) != 0:
+        return ""
+    return (f" ('{name}' is rank 0, a scalar: its one element is {name}[], as in "
+            f"{{ {name}[] -> [PE[0, -1] -> index[0]] }})")
+
+
+_SINGLE_SLASH = re.compile(r"(?<!/)/(?!/)")
+_LEFT = re.compile(r"([A-Za-z_]\w*|\d+)\s*$")
+_RIGHT = re.compile(r"\s*([A-Za-z_]\w*|\d+)")
+
+
+def _division_hint(text: IslText) -> str:
+    """isl reads ``j/4`` as exact division, so a placement or stream written with '/'
+    for '//' is defined only where the divisor divides: name the likely cause."""
+    depth = 0
+    floors: list[int] = []  # paren depths of open floor( and ceil(
+    for k, char in enumerate(text.text):
+        if char == "(":
+            depth += 1
+            if re.search(r"\b(floor|ceil)\s*$", text.text[:k]):
+                floors.append(depth)
+        elif char == ")":
+            if floors and floors[-1] == depth:
+                floors.pop()
+            depth -= 1
+        elif char == "/" and _SINGLE_SLASH.match(text.text, k) and not floors:
+            at = offset_loc(text.loc, text.text, k)
+            left, right = _LEFT.search(text.text[:k]), _RIGHT.match(text.text, k + 1)
+            a, b = (left.group(1), right.group(1)) if left and right else ("a", "b")
+            return (f"; the '/' at {at.line}:{at.column} divides exactly in isl ({a}/{b} is "
+                    f"defined only where {b} divides {a}): for the integer quotient write "
+                    f"{a}//{b} or floor({a}/{b})")
+    return ""
 
 
 def _fmt(name: str, coords: Sequence[object]) -> str:
@@ -252,8 +292,9 @@ def statement_pieces(union: isl.UnionMap, model: PolyModel, text: IslText, what:
         domain = statements[name].domain
         if rel.dim(isl.dim_type.in_) != domain.dim(isl.dim_type.set):
             raise MappingError(
-                f"the {what} gives '{name}' {rel.dim(isl.dim_type.in_)} dimensions; "
-                f"it has {domain.dim(isl.dim_type.set)}", text.loc)
+                f"the {what} gives '{name}' "
+                f"{counted(rel.dim(isl.dim_type.in_), 'dimension')}; it has "
+                f"{domain.dim(isl.dim_type.set)}", text.loc)
         if not _same_tuples(rel.get_space().domain(), domain.get_space()):
             raise MappingError(f"the {what} must place instances {name}[...] with one "
                                "plain tuple of iterators, not a nested one", text.loc)
@@ -277,7 +318,8 @@ def _placement(text: IslText, model: PolyModel, rect: isl.Set) -> tuple[tuple[st
         unplaced = stmt.domain.subtract(rel.domain())
         if not unplaced.is_empty():
             raise MappingError(f"the placement is not defined on every instance: "
-                               f"{_fmt(stmt.name, _sample(unplaced))} has no PE", text.loc)
+                               f"{_fmt(stmt.name, _sample(unplaced))} has no PE"
+                               f"{_division_hint(text)}", text.loc)
         if not rel.is_single_valued():
             inst = _sample(_multi_valued(rel))
             at = isl.Set.from_point(_point(stmt.domain.get_space(), inst))
@@ -327,16 +369,20 @@ def _stream(tspec: TensorSpec, model: PolyModel, rect: isl.Set, width: int, heig
             ) -> Stream:
     assert tspec.relation is not None and tspec.kind != "resident"
     loc = tspec.relation.loc
-    rel = _parse(isl.Map, tspec.relation, "tensor relation")
-    assert isinstance(rel, isl.Map)
     name = tspec.tensor
     shape = model.tensor_set(name)
+    rel = _parse(isl.Map, tspec.relation, "tensor relation", _rank0_hint(name, shape))
+    assert isinstance(rel, isl.Map)
     if rel.get_tuple_name(isl.dim_type.in_) != name:
-        raise MappingError(f"the relation for '{name}' maps elements of "
-                           f"'{rel.get_tuple_name(isl.dim_type.in_)}'; expected {name}[...]", loc)
+        source = rel.get_tuple_name(isl.dim_type.in_)
+        source = "an unnamed tuple" if source is None else f"'{source}'"
+        elements = f"{name}[]" if shape.dim(isl.dim_type.set) == 0 else f"{name}[...]"
+        raise MappingError(f"the relation for '{name}' maps elements of {source}; expected "
+                           f"{elements}{_rank0_hint(name, shape)}", loc)
     if rel.dim(isl.dim_type.in_) != shape.dim(isl.dim_type.set):
-        raise MappingError(f"the relation for '{name}' has {rel.dim(isl.dim_type.in_)} "
-                           f"dimensions; '{name}' has rank {shape.dim(isl.dim_type.set)}", loc)
+        raise MappingError(f"the relation for '{name}' has "
+                           f"{counted(rel.dim(isl.dim_type.in_), 'dimension')}; '{name}' has "
+                           f"rank {shape.dim(isl.dim_type.set)}{_rank0_hint(name, shape)}", loc)
     if rel.dim(isl.dim_type.param) != 0:
         raise MappingError(f"the relation for '{name}' must not have parameters", loc)
     expected = f"expected {{ {name}[...] -> [PE[x, y] -> index[...]] }}"
@@ -365,7 +411,8 @@ def _stream(tspec: TensorSpec, model: PolyModel, rect: isl.Set, width: int, heig
     uncovered = shape.subtract(rel.domain())
     if not uncovered.is_empty():
         raise MappingError(f"the relation for '{name}' does not cover every element: "
-                           f"{_fmt(name, _sample(uncovered))} has no (PE, index)", loc)
+                           f"{_fmt(name, _sample(uncovered))} has no (PE, index)"
+                           f"{_division_hint(tspec.relation)}", loc)
     if not rel.is_single_valued():
         twice = _sample(_multi_valued(rel))
         many = "more than one (PE, index) pair" if rel.wrap().is_bounded() else (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from dtg.lair.diagnostics import SimulationError
+from dtg.lair.limits import counted
 from dtg.pesim.clock import Clock
 from dtg.pesim.code import END
 from dtg.pesim.fabric import FabricConfig
@@ -440,7 +441,7 @@ class Sink:
                                       f"wavelet ({w[0]}, {w[1]})")
             if self.count >= len(self.order):
                 raise SimulationError(f"{self.where()} received more than its "
-                                      f"{len(self.order)} values")
+                                      f"{counted(len(self.order), 'value')}")
             self.values[self.order[self.count]] = w[0]
             self.count += 1
             if self.count == len(self.order):
@@ -450,7 +451,7 @@ class Sink:
             self.group += 1
             if self.group > len(self.groups):
                 raise SimulationError(f"{self.where()} received more end marks than its "
-                                      f"{len(self.groups)} groups")
+                                      f"{counted(len(self.groups), 'group')}")
             if self.group == len(self.groups):
                 self.done = t
             return
@@ -470,5 +471,5 @@ class Sink:
         if self.done is not None:
             return None
         if self.kind == "dense":
-            return f"{self.where()} received {self.count} of {len(self.order)} values"
-        return f"{self.where()} received {self.group} of {len(self.groups)} end marks"
+            return f"{self.where()} received {self.count} of {counted(len(self.order), 'value')}"
+        return f"{self.where()} received {self.group} of {counted(len(self.groups), 'end mark')}"

@@ -25,7 +25,13 @@ import simpy
 
 from dtg.codegen.peir import Array, PeModule, PeProgram, StreamIO
 from dtg.lair.diagnostics import LimitError, SimulationError
-from dtg.lair.limits import MAX_SECONDS, MAX_SIM_BYTES, SIM_BYTES_PER_PE, SIM_BYTES_PER_ROUTE
+from dtg.lair.limits import (
+    MAX_SECONDS,
+    MAX_SIM_BYTES,
+    SIM_BYTES_PER_PE,
+    SIM_BYTES_PER_ROUTE,
+    counted,
+)
 from dtg.mapping.poly import points
 from dtg.pesim.code import END, NUMPY, CycleLimitError, ProgramCode
 from dtg.pesim.core import Core
@@ -397,11 +403,11 @@ class _Run:
         kinds = [
             [f"{c.name()} task {c.task} {c.waiting}" for c in cores if c.waiting is not None],
             [m for m in (s.missing() for s in self.sinks) if m is not None],
-            [f"{b.describe()} still has {len(b.q)} wavelets to send"
+            [f"{b.describe()} still has {counted(len(b.q), 'wavelet')} to send"
              for b in self.fabric.sources if b.q],
-            [f"{len(b.q)} wavelets wait in the router of {b.describe()}"
+            [f"{counted(len(b.q), 'wavelet')} waiting in the router of {b.describe()}"
              for b in self.fabric.buffers.values() if b.q],
-            [f"{c.name()} leaves {len(q)} wavelets on color {color} unread"
+            [f"{c.name()} leaves {counted(len(q), 'wavelet')} on color {color} unread"
              for c in cores for color, q in sorted(c.fifo.items()) if q],
         ]
         items: list[str] = []

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dtg.lair.limits import counted
 from dtg.pesim.code import END, NUMPY, SimdInfo, Variant, elementwise
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def simd_check(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int]
             shape = "".join(f"[{n}]" for n in core.arrays[o.array].shape)
             raise core.error(f"simd {info.config.name} {list(var.sizes)} with base {base} "
                              f"accesses {o.array} at flat index {bad}, outside the array "
-                             f"{o.array}{shape} ({size} elements)")
+                             f"{o.array}{shape} ({counted(size, 'element')})")
     return var, cost
 
 def simd_index(info: SimdInfo, var: Variant, bases: Mapping[str, int]

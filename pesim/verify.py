@@ -47,6 +47,7 @@ from dtg.codegen.peir import (
     Task,
 )
 from dtg.lair.diagnostics import SimulationError, SourceLoc
+from dtg.lair.limits import counted
 from dtg.mapping.poly import points
 from dtg.pesim.code import ConfigSetup
 from dtg.pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
@@ -385,7 +386,8 @@ class _Verifier:
                             f"array of program {p.name}", *key)
         if prod(land.shape) < t.batch:
             raise self.fail(f"task {t.name} lands batches of {t.batch} wavelets in "
-                            f"'{land.name}', which holds {prod(land.shape)} elements", *key)
+                            f"'{land.name}', which holds "
+                            f"{counted(prod(land.shape), 'element')}", *key)
         if t.once and not t.sparse:
             raise self.fail(f"task {t.name}: 'once' is for sparse batches (a dense batch "
                             "clears nothing); drop it", *key)

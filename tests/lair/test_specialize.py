@@ -45,8 +45,24 @@ def test_malformed_param(text: str) -> None:
 
 
 def test_unknown_param_is_rejected() -> None:
-    with pytest.raises(SpecializationError, match="no node has a parameter named 'Q'"):
+    with pytest.raises(SpecializationError) as info:
         graph_of(LISTING_1, M=2, N=2, Q=1)
+    # the words fit both the command line and the API
+    assert info.value.message == ("unknown parameter 'Q' (given by --param or params=): no "
+                                  "node declares it (parameters: M, N, T)")
+
+
+@pytest.mark.parametrize(("value", "shown"), [(3.5, "3.5"), (True, "True"), ("1x", "'1x'"),
+                                              (None, "None")])
+def test_a_value_neither_integer_nor_type_is_rejected(value: object, shown: str) -> None:
+    with pytest.raises(SpecializationError) as info:
+        graph_of(LISTING_1, M=value, N=2)
+    assert info.value.message == (f"parameter 'M' (given by --param or params=) is {shown}; "
+                                  "expected an integer size or a type name (float16, float32)")
+
+
+def test_the_text_of_an_integer_is_that_integer() -> None:
+    assert graph_of(LISTING_1, M="8", N=2).tensor("y").shape == (8,)
 
 
 def test_size_bound_to_a_type_is_rejected() -> None:

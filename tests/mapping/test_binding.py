@@ -60,13 +60,15 @@ def test_emit_mapping_shows_the_values(cli) -> None:  # type: ignore[no-untyped-
 def test_unknown_parameter_names_both_lists(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli(main, GEMV, "-m", TILED, "--param", "TK=2")
     assert result.status == 1
-    assert ("--param TK: neither the program nor the mapping has a parameter named 'TK' "
-            "(program: M, N, T; mapping: TI, TJ)") in result.err
+    assert ("unknown parameter 'TK' (given by --param or params=): neither the program nor "
+            "the mapping declares it (program: M, N, T; mapping: TI, TJ)") in result.err
 
 
 def test_type_for_a_mapping_parameter_is_an_error() -> None:
-    with pytest.raises(SpecializationError, match="takes an integer"):
+    with pytest.raises(SpecializationError) as info:
         compile_file(GEMV, TILED, {"TI": "float16"})
+    assert info.value.message == ("parameter 'TI' (given by --param or params=) is float16, "
+                                  "but the mapping's parameter 'TI' takes an integer")
 
 
 def test_mapping_parameter_may_not_shadow_the_programs() -> None:

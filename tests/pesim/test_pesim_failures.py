@@ -89,7 +89,7 @@ program p origin PE[0, 0] pes { PE[0, 0] }
 
 def test_unread_wavelets_are_reported() -> None:
     text = one_pe("send(4, 1.0);", "route 4: RAMP -> RAMP;")
-    with pytest.raises(DeadlockError, match="leaves 1 wavelets on color 4 unread"):
+    with pytest.raises(DeadlockError, match="leaves 1 wavelet on color 4 unread"):
         sim(text, {}, Y)
 
 
