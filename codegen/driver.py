@@ -25,7 +25,7 @@ from dtg.codegen.pipeline import STAGES, Compilation, compile_mapping
 from dtg.codegen.report import compile_report, program_report
 from dtg.lair import ast
 from dtg.lair.cli import ArgumentParser, report_header, run_guarded
-from dtg.lair.diagnostics import CompilerBug, DtgError, InputError, LimitError
+from dtg.lair.diagnostics import CompilerBug, DtgError, InputError, LimitError, MappingError
 from dtg.lair.files import (
     check_distinct,
     check_new_file,
@@ -45,9 +45,9 @@ from dtg.pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
 from dtg.pesim.sources import output_path
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "dtg-codegen") -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="dtg-codegen",
+        prog=prog,
         description="Compile a LAIR program and a mapping into per-PE code.",
     )
     parser.add_argument("program", help="the .lair file, or - to read it from standard input "
@@ -156,7 +156,17 @@ def _best_choice(program: Program, groups: list[Group], **options: Any
         if len(compiled) == 1 or (compiled and options.get("stop", "code") != "code"):
             return compiled[0]
         if compiled:
-            return min(compiled, key=lambda ct: _simulated_cycles(ct[0]))
+            try:
+                return min(compiled, key=lambda ct: _simulated_cycles(ct[0]))
+            except DtgError as err:  # (a mesh too large to simulate, say)
+                chosen = compiled[0][0].mapping
+                raise MappingError(
+                    f"{len(compiled)} tilings of the placement direction tie on the bound, and "
+                    f"choosing one means simulating them, which failed: {err.message}",
+                    chosen.loc_of("placement"), notes=(
+                        "write the placement with its tiles instead, e.g. the first of them: "
+                        "placement { " + "; ".join(str(m).strip("{} ") for _, m in
+                                                   chosen.placement) + " }",)) from None
     assert first is not None
     raise first
 
@@ -340,9 +350,9 @@ def _write(args: argparse.Namespace, target: Path | None, text: str, report: dic
     return f"wrote {target}{took}\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "dtg-codegen") -> int:
     def body() -> None:
-        sys.stdout.write(run(build_parser().parse_args(argv)))
+        sys.stdout.write(run(build_parser(prog).parse_args(argv)))
 
     return run_guarded(body)
 

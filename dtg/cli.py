@@ -364,10 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args_list[0] == "compile":
             from dtg.codegen.driver import main as codegen_main
 
-            return codegen_main(args_list[1:])
+            return codegen_main(args_list[1:], prog="dtg compile")
         from dtg.pesim.cli import main as pesim_main
 
-        return pesim_main(args_list[1:])
+        return pesim_main(args_list[1:], prog="dtg simulate")
 
     def body() -> None:
         args = build_parser().parse_args(_rejoin_rectangle(args_list))

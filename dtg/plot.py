@@ -82,6 +82,7 @@ def plot_sweep(rows: Sequence[Row], path: str | Path, *, title: str | None = Non
                      _plain(f"{Path(str(rows[0]['program'])).name}: {len(ran)} of {len(rows)} "
                             "points ran (red: outputs differ)"))
         ax.margins(x=0.15)
+        ax.set_ylim(-0.7, len(shown) - 0.3)
         fig.tight_layout()
         write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=110),
                          "the picture")

@@ -280,7 +280,9 @@ def _on_dask(todo: Sequence[Point], scheduler: str | None, workers: int | None,
         if scheduler is not None:
             client = _connect(scheduler, connect_seconds)
         else:
-            # the workers inherit Ctrl-C ignored: this process alone stops the sweep
+            # the workers inherit Ctrl-C ignored (across exec, as a blocked signal is
+            # not): this process alone stops the sweep. (While the cluster starts, a few
+            # seconds, Ctrl-C is ignored here too.)
             main = threading.current_thread() is threading.main_thread()
             ignored = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
             try:

@@ -43,9 +43,9 @@ from dtg.pesim.run import RunOutcome, run_file, run_program
 from dtg.pesim.sources import STDIN, Claim, output_path
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "pesim") -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="pesim",
+        prog=prog,
         description="Simulate a PE module (the text dtg-codegen emits) on a PE mesh, check "
                     "its outputs against the reference LAIR program and report cycles.")
     parser.add_argument("module", metavar="MODULE.pe|OUTDIR|-|PROG.lair",
@@ -203,9 +203,9 @@ def check_usage(args: argparse.Namespace) -> None:
                          "module's parameters are on its 'reference' and 'mapping' lines)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "pesim") -> int:
     def body() -> None:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         check_usage(args)
         outputs = [(args.report, "the report"), (args.outputs, "the outputs"),
                    (args.trace, "the trace"), (args.heatmap, "the heatmap")]

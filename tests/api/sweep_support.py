@@ -12,3 +12,11 @@ def dies_on_the_second(point: Point) -> Row:
     if point.index == 1:
         os._exit(3)
     return run_point(point)
+
+
+def never_ends(point: Point) -> Row:
+    """A point that runs until it is killed (a simulation longer than any budget)."""
+    import time
+
+    while True:
+        time.sleep(1)

@@ -87,3 +87,56 @@ def test_dtg_codegen_says_what_it_chose(cli) -> None:  # type: ignore[no-untyped
     notes = [line for line in result.err.splitlines() if line.startswith("note: placement")]
     assert len(notes) == 4 and "note: placement direction: ff placed as { ff[i, j] -> PE[" \
         in notes[0]
+
+
+GEMV = EXAMPLES / "gemv" / "gemv.lair"
+
+
+def test_the_tiling_does_not_grow_with_the_coefficients(tmp_path: Path) -> None:
+    assert _tiles(31 * 10**10 + 1, 4) == [775 * 10**8 + 1]  # (no loop up to the extent)
+    path = tmp_path / "gemv.map"
+    path.write_text("rectangle { PE[4, 4] }\n"
+                    "placement direction { gemv[i, j] -> [10000000000 i, j] }\n"
+                    "input  x dense { x[j = 0:15] -> [PE[j//4, -1] -> index[j mod 4]] }\n"
+                    "input  W resident\noutput y resident\n")
+    assert dtg.simulate(dtg.compile(GEMV, path)).verified
+
+
+def test_ties_too_large_to_simulate_are_located_and_say_what_works(tmp_path: Path) -> None:
+    path = tmp_path / "gemv.map"
+    path.write_text("rectangle { PE[1000, 1000] }\nplacement direction { gemv[i, j] -> [i, j] }"
+                    "\ninput x resident\ninput W resident\noutput y resident\n")
+    with pytest.raises(DtgError) as err:
+        compile_file(GEMV, path)
+    text = str(err.value)
+    assert text.startswith(f"{path}:2:") and "tie on the bound" in text
+    assert "memory" in text and "note: write the placement with its tiles instead, e.g. " \
+        "the first of them: placement { gemv[i, j] -> PE[" in text
+
+
+def test_the_written_mapping_is_the_one_validated() -> None:
+    """What ``dtg search -o`` writes (a person's placement and streams) validates to the
+    very relations of the tiling chosen."""
+    import itertools
+
+    from dtg.mapping.space import candidates as space
+    from dtg.mapping.validate import validate_mapping
+
+    for program, width, height in ((GEMV, 4, 4), (TRAIN, 4, 9),
+                                   (EXAMPLES / "polybench" / "3mm.lair", 4, 4)):
+        model = load_program(program).model
+        for cand in itertools.islice(space(model, width, height), 0, 200, 23):
+            try:
+                choices = candidates(parse_mapping(cand.text, "<c>"), model, lambda m: 1)
+            except DtgError:
+                continue
+            for choice in choices[:4]:
+                text = cand.written(model, choice.tiling, choice.origin)
+                assert "TX" not in text and "+ 0" not in text and "(0)" not in text
+                again = validate_mapping(parse_mapping(text, "<w>"), model)
+                for (name, a), (_, b) in zip(again.placement, choice.mapping.placement,
+                                             strict=True):
+                    assert a.is_equal(b), (name, text)
+                assert len(again.streams) == len(choice.mapping.streams)
+                for s, t in zip(again.streams, choice.mapping.streams, strict=True):
+                    assert s.relation.is_equal(t.relation), (s.tensor, text)
