@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,6 +30,9 @@ from dtg.lair.limits import MAX_INT, MAX_PES, abbreviate, literal_value, number_
 from dtg.lair.specialize import Binding, parse_param
 from dtg.pesim.cli import seed_arg
 from dtg.pesim.fabric import PRESETS
+
+if TYPE_CHECKING:
+    from dtg.mapsearch import SearchResult
 
 COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "examples")
 
@@ -249,13 +253,30 @@ def search(args: argparse.Namespace) -> None:
         raise Interrupted("stopped by Ctrl-C; " + ("nothing was written" if args.output
                                                    else "the table has what was simulated"))
     if best is None:
-        raise SimulationError("no candidate mapping was compiled, simulated and verified; "
-                              "try a larger --budget or another rectangle")
+        raise SimulationError(_nothing_found(result, args.budget))
     if args.output:
         write_atomically(args.output, f"# dtg search: {best.label}\n# {best.cycles} "
                          f"simulated cycles (verified), bound {best.bound}\n{best.text}",
                          "the best mapping")
         print(f"wrote {args.output}")
+
+
+def _nothing_found(result: SearchResult, budget: float) -> str:
+    """Why a search has no best mapping, and what to try."""
+    if "simulation" in result.out_of_time and result.simulated == 0:
+        return (f"none of the {result.compiled} candidates compiled finished its simulation "
+                f"within the budget of {budget:g} s; try a larger --budget (e.g. "
+                f"{_longer(budget)}) or a smaller rectangle")
+    if result.compiled == 0:
+        return ("no candidate mapping compiled" + (" before the budget ran out; try a larger "
+                                                   "--budget" if result.out_of_time else
+                                                   "; try another rectangle"))
+    return (f"none of the {result.compiled} candidates compiled was simulated and verified; "
+            "try a larger --top")
+
+
+def _longer(budget: float) -> str:
+    return f"{math.ceil(budget * 4 / 60)}m" if budget * 4 >= 60 else f"{math.ceil(budget * 4)}s"
 
 
 def _values(text: str) -> tuple[str, list[Binding]]:

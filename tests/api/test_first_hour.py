@@ -289,3 +289,16 @@ def test_the_counts_follow_the_funnel() -> None:
     assert len(result.ranked) == result.simulated
     assert "considered 6 candidate mappings" in result.summary()
 
+
+
+def test_a_search_without_a_best_says_why() -> None:
+    from dtg.cli import _nothing_found
+    from dtg.mapsearch import SearchResult
+
+    slow = SearchResult("p", (64, 64), compiled=5, out_of_time=["simulation"])
+    assert _nothing_found(slow, 5) == ("none of the 5 candidates compiled finished its "
+                                       "simulation within the budget of 5 s; try a larger "
+                                       "--budget (e.g. 20s) or a smaller rectangle")
+    assert "e.g. 4m" in _nothing_found(slow, 60)
+    assert _nothing_found(SearchResult("p", (4, 4)), 60) == \
+        "no candidate mapping compiled; try another rectangle"
