@@ -193,10 +193,11 @@ def _seconds(text: str) -> float:
 class _CtrlC:
     """Ctrl-C noted rather than raised, for commands that stop cleanly with what they
     have (a KeyboardInterrupt inside isl's callbacks would be an isl error); a second
-    Ctrl-C raises at once."""
+    Ctrl-C raises at once, and whatever error it caused on its way is the interruption."""
 
     def __init__(self) -> None:
         self.pressed = False
+        self.again = False
         self._previous: Any = None
 
     def __call__(self) -> bool:
@@ -204,6 +205,7 @@ class _CtrlC:
 
     def _noted(self, signum: int, frame: Any) -> None:
         if self.pressed:
+            self.again = True
             raise KeyboardInterrupt
         self.pressed = True
 
@@ -212,9 +214,11 @@ class _CtrlC:
             self._previous = signal.signal(signal.SIGINT, self._noted)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+        if self.again and kind is not None and issubclass(kind, Exception):
+            raise Interrupted("stopped by Ctrl-C") from None
 
 
 def search(args: argparse.Namespace) -> None:

@@ -302,3 +302,20 @@ def test_a_search_without_a_best_says_why() -> None:
     assert "e.g. 4m" in _nothing_found(slow, 60)
     assert _nothing_found(SearchResult("p", (4, 4)), 60) == \
         "no candidate mapping compiled; try another rectangle"
+
+
+def test_a_second_ctrl_c_ends_the_search_at_once(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The second Ctrl-C raises where it lands; inside isl's callbacks islpy makes that an
+    isl error, which is still the interruption, not an internal error."""
+    import dtg.mapsearch
+
+    def pressed_twice(*args, **kwargs):  # type: ignore[no-untyped-def]
+        signal.raise_signal(signal.SIGINT)
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError("call to isl_set_foreach_point failed") from None
+
+    monkeypatch.setattr(dtg.mapsearch, "compile_mapping", pressed_twice)
+    result = cli(main, "search", GEMV, "--rectangle", "4x4", "--limit", "1", "-q")
+    assert result.status == 130 and result.err == "interrupted: stopped by Ctrl-C\n"
