@@ -12,6 +12,10 @@ element's position), or streams along the side its aligned dimension runs to, on
 external PE per tile (as GEMV's ``x`` from the north, one chunk per column). Inputs
 stream sparse or dense, outputs dense; a tensor of several dimensions streams with an
 index of as many (the outer ones are outer index values, as conv2d's ``x[w, h]``).
+
+A candidate's text leaves the tiles to ``TX``, ``TY``, ``OX``, ``OY``;
+``Candidate.written`` gives the mapping for a tiling as a person writes it
+(``gemv[i, j] -> PE[i//8, j//4]``, ``y[i = 0:31] -> [PE[4, i//8] -> index[i mod 8]]``).
 """
 
 from __future__ import annotations
