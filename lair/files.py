@@ -61,11 +61,13 @@ def check_writable_target(path: str | os.PathLike[str], what: str) -> Path:
 
 def _identity(path: Path) -> tuple[str, object]:
     """What makes two paths the same file: the device and inode of an existing file
-    (hard links, symlinks and ``..`` included), else the resolved path."""
+    (hard links, symlinks and ``..`` included, also after a directory that does not
+    exist yet, as in ``new/../q.lair``), else the resolved path."""
+    real = os.path.realpath(path)
     try:
-        info = os.stat(path)
+        info = os.stat(real)
     except OSError:
-        return ("path", str(path.resolve()))
+        return ("path", real)
     return ("inode", (info.st_dev, info.st_ino))
 
 

@@ -118,3 +118,12 @@ def test_a_closed_pipe_is_a_named_error(tmp_path: Path) -> None:
     assert reader.returncode == 1, err
     assert err.decode().strip() == ("error: standard output was closed before everything was "
                                     "written to it (a pipe whose reader ended)")
+
+
+def test_a_path_through_a_directory_not_made_yet_is_the_input(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("q.lair").write_text("x")
+    with pytest.raises(InputError, match="is the same file as q.lair"):
+        check_distinct([("new/../q.lair", "the output")], [("q.lair", "the program")])
