@@ -5,8 +5,8 @@ mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
   divided by the SIMD width of their type (a multiply-add counts once);
-- **injection**: on the busiest external PE, the wavelets its stream sends or receives,
-  one per cycle through its port;
+- **injection**: on the busiest link between an external PE and the rectangle, the
+  wavelets all the streams through it send or receive, one per cycle;
 - **latency**: the longest way any element travels, in hops, between its external PE
   and a PE that reads (or writes) it;
 - **path**: on any PE, the hops before its first streamed input can arrive, plus its
@@ -18,6 +18,12 @@ of the tensors (``data``: a simulated run's inputs and expected outputs), a spar
 stream counts only its nonzero elements, and an instance that a zero element of a
 sparse input makes vanish (``lair.graph.vanishes_with``) counts no work, as the code
 may skip it; without them every element and instance counts (the compile report).
+
+Like the compiler, the bound is parametric in the PE coordinates: where the instances
+of a PE (the elements of an external PE) form a box whose size is piecewise constant,
+as under any tiling, isl gives the sets of PEs with equal work and the longest hops
+within each, so the cost does not grow with the rectangle. Other placements, and
+counts for ``data``, go PE by PE (at most :data:`MAX_LISTED_PES` for a placement).
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping as Values
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import islpy as isl
 import numpy as np
 
 from dtg.lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
+from dtg.lair.limits import counted
 from dtg.lair.lower import PolyModel, PolyStatement
 from dtg.mapping import poly
 from dtg.mapping.flows import accessing_pes
@@ -66,7 +74,7 @@ class Bound:
                 **{t.name: t.as_dict() for t in self.terms}}
 
     def describe(self, cycles: int | None = None) -> str:
-        text = (f"{self.cycles} cycles ({self.dominant.name}: {self.dominant.where}; "
+        text = (f"{counted(self.cycles, 'cycle')} ({self.dominant.name}: {self.dominant.where}; "
                 + ", ".join(f"{t.name} {t.cycles}" for t in self.terms) + ")")
         if cycles is not None:
             text = f"{cycles / self.cycles:.2f}x of " + text
@@ -86,8 +94,14 @@ def element_cycles(stmt: Stmt, dtype: str, config: FabricConfig) -> float:
     """SIMD cycles of one instance's element operations at the widest the fabric allows:
     operations with a multiplication run at the multiply width, the others at the
     width of additions (they may differ, as on WSE-2 and WSE-3 for float32)."""
+    return float(element_fraction(stmt, dtype, config))
+
+
+def element_fraction(stmt: Stmt, dtype: str, config: FabricConfig) -> Fraction:
+    """:func:`element_cycles`, exactly (sums of them are rounded up once)."""
     multiplying, other = _operation_kinds(stmt)
-    return multiplying / config.simd_width(dtype, "fmac") + other / config.widest(dtype)
+    return (Fraction(multiplying, config.simd_width(dtype, "fmac"))
+            + Fraction(other, config.widest(dtype)))
 
 
 def _operation_kinds(stmt: Stmt) -> tuple[int, int]:
@@ -137,27 +151,156 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
                   _latency(model, mapping, config), _path(model, mapping, config, work)))
 
 
+MAX_LISTED_PES = 1 << 16
+"""Most PEs whose work is counted one by one, for a statement whose instances on a PE
+are not a box of piecewise-constant size (a skewed placement): beyond, those of the
+first columns that fit (a sample of the PEs still gives a lower bound)."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """PEs that do the same work: the set (``pe`` when it is one PE) and, per statement
+    placed there, its cycles."""
+
+    pes: isl.Set
+    per_stmt: dict[str, Fraction]
+    pe: tuple[int, ...] | None = None
+
+    @property
+    def cycles(self) -> Fraction:
+        return sum(self.per_stmt.values(), Fraction(0))
+
+
 def _work(model: PolyModel, mapping: Mapping, config: FabricConfig,
-          data: Values[str, np.ndarray]) -> dict[tuple[int, ...], dict[str, float]]:
-    """Per PE and statement: element operations over the SIMD width of their type
-    (counted PE by PE: a report-only cost, not part of compiling)."""
-    per_pe: dict[tuple[int, ...], dict[str, float]] = {}
+          data: Values[str, np.ndarray]) -> list[Piece]:
+    """Per set of PEs with equal work and statement: element operations over the SIMD
+    width of their type. Tiled placements give a few sets whatever the rectangle's size
+    (:func:`count_pieces`); other placements, and instances counted for ``data``, are
+    counted PE by PE (a report-only cost, linear in the PEs and the instances)."""
+    counted_sets: list[tuple[str, Fraction, list[tuple[isl.Set, int]]]] = []
+    per_pe: dict[tuple[int, ...], dict[str, Fraction]] | None = None
     for pstmt in model.statements:
-        cycles = element_cycles(pstmt.stmt, model.graph.tensor(pstmt.stmt.target.tensor).dtype,
-                                config)
+        cycles = element_fraction(pstmt.stmt,
+                                  model.graph.tensor(pstmt.stmt.target.tensor).dtype, config)
         placed = mapping.placement_of(pstmt.name)
         placed, domain = poly.align_params(placed, pstmt.domain)
         placed = placed.intersect_domain(domain)
         skippable = _skippable(pstmt, mapping, data)
-        counts = _nonvanishing(pstmt, placed, skippable) if skippable else None
-        for pe in poly.points(placed.range()):
-            if counts is not None:
-                count = counts.get(pe, 0)
-            else:
-                at = isl.Set.from_point(point(placed.range().get_space(), pe))
-                count = int(placed.intersect_range(at).domain().count_val().to_python())
-            per_pe.setdefault(pe, {})[pstmt.name] = count * cycles
-    return per_pe
+        pieces = None if skippable else count_pieces(placed.reverse())
+        if pieces is not None:
+            counted_sets.append((pstmt.name, cycles, pieces))
+            continue
+        per_pe = per_pe if per_pe is not None else {}
+        if skippable:
+            counts = _nonvanishing(pstmt, placed, skippable)
+            for pe in poly.points(placed.range()):
+                per_pe.setdefault(pe, {})[pstmt.name] = counts.get(pe, 0) * cycles
+        else:
+            for pe, count in _counted_one_by_one(placed):
+                per_pe.setdefault(pe, {})[pstmt.name] = count * cycles
+    if per_pe is None:
+        work: list[Piece] = []
+        for name, cycles, pieces in counted_sets:
+            for pes, count in pieces:
+                work = _overlay(work, pes, name, count * cycles)
+        return work
+    for name, cycles, pieces in counted_sets:  # PE by PE, since the others are
+        for pes, count in pieces:
+            for pe in _listed(pes):
+                per_pe.setdefault(pe, {})[name] = count * cycles
+    space = mapping.rectangle().get_space()
+    return [Piece(isl.Set.from_point(point(space, pe)), per_stmt, pe)
+            for pe, per_stmt in sorted(per_pe.items())]
+
+
+def count_pieces(rel: isl.Map) -> list[tuple[isl.Set, int]] | None:
+    """The sets of the domain of ``rel`` on which ``rel(a)`` has one constant number of
+    points, and that number, when every ``rel(a)`` is a box whose extents are piecewise
+    constant (the instances of a PE under a tiling, even or uneven; the elements of an
+    external PE); else None. Independent of the number of points: isl gives each
+    dimension's least and greatest value as functions of ``a``."""
+    rel = rel.coalesce()
+    domain = rel.domain()
+    n_in, n_out = rel.dim(isl.dim_type.in_), rel.dim(isl.dim_type.out)
+    pairs = rel.wrap()
+    space = pairs.get_space()
+    to_domain = isl.MultiAff.domain_map(rel.get_space())
+    box = isl.Set.universe(space) if n_out else pairs
+    pieces = [(domain, 1)]
+    for k in range(n_out):
+        low, high = rel.dim_min(k), rel.dim_max(k)
+        var = isl.PwAff.from_aff(isl.Aff.var_on_domain(isl.LocalSpace.from_space(space),
+                                                       isl.dim_type.set, n_in + k))
+        box = box.intersect(var.ge_set(low.pullback_multi_aff(to_domain))).intersect(
+            var.le_set(high.pullback_multi_aff(to_domain)))
+        split = []
+        for part, count in pieces:
+            for where, extent in high.sub(low).intersect_domain(part).get_pieces():
+                if where.is_empty():
+                    continue
+                if not extent.is_cst():
+                    return None
+                split.append((where, count * (int(extent.get_constant_val().to_python()) + 1)))
+        pieces = split
+    if not box.is_subset(pairs):
+        return None
+    return pieces
+
+
+def _counted_one_by_one(placed: isl.Map) -> list[tuple[tuple[int, ...], int]]:
+    """Instances per PE, PE by PE (at most :data:`MAX_LISTED_PES` of them)."""
+    pes = placed.range()
+    return [(pe, int(placed.intersect_range(isl.Set.from_point(point(pes.get_space(), pe)))
+                     .domain().count_val().to_python()))
+            for pe in _listed(pes)]
+
+
+def _listed(pes: isl.Set) -> list[tuple[int, ...]]:
+    """The points of ``pes`` in lexicographic order; beyond :data:`MAX_LISTED_PES`, those
+    of its first columns (and rows) that fit the budget."""
+    if pes.is_empty() or pes.count_val().to_python() <= MAX_LISTED_PES:
+        return poly.points(pes)
+    for dim in range(pes.dim(isl.dim_type.set)):
+        low = pes.dim_min_val(dim)
+        span = pes.dim_max_val(dim).sub(low).to_python() + 1
+        later = 1
+        for after in range(dim + 1, pes.dim(isl.dim_type.set)):
+            later *= pes.dim_max_val(after).sub(pes.dim_min_val(after)).to_python() + 1
+        keep = max(1, min(span, MAX_LISTED_PES // max(1, later)))
+        pes = pes.upper_bound_val(isl.dim_type.set, dim, low.add(
+            isl.Val.int_from_si(pes.get_ctx(), keep - 1)))
+        if pes.count_val().to_python() <= MAX_LISTED_PES:
+            break
+    return poly.points(pes)
+
+
+def _overlay(work: list[Piece], pes: isl.Set, name: str, cycles: Fraction) -> list[Piece]:
+    """``work`` with ``cycles`` of statement ``name`` added on ``pes``: the sets are split
+    where ``pes`` cuts them."""
+    result: list[Piece] = []
+    rest = pes
+    for piece in work:
+        both = piece.pes.intersect(pes)
+        if not both.is_empty():
+            result.append(Piece(both, {**piece.per_stmt, name: cycles}))
+            rest = rest.subtract(piece.pes)
+        alone = piece.pes.subtract(pes)
+        if not alone.is_empty():
+            result.append(Piece(alone, piece.per_stmt))
+    if not rest.is_empty():
+        result.append(Piece(rest, {name: cycles}))
+    return result
+
+
+def _first_pe(piece: Piece | isl.Set) -> tuple[int, ...]:
+    """The lexicographically least PE of a set (ties of the terms go to it)."""
+    if isinstance(piece, Piece):
+        if piece.pe is not None:
+            return piece.pe
+        piece = piece.pes
+    least = piece.lexmin()
+    return tuple(int(least.dim_max_val(d).to_python())
+                 for d in range(least.dim(isl.dim_type.set)))
 
 
 def _skippable(pstmt: PolyStatement, mapping: Mapping, data: Values[str, np.ndarray]
@@ -197,68 +340,138 @@ def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
     return {(int(x), int(y)): int(n) for (x, y), n in zip(pes, counts, strict=True)}
 
 
-def _compute(work: dict[tuple[int, ...], dict[str, float]]) -> Term:
+def _compute(work: list[Piece]) -> Term:
     """Busiest PE: its statements' element operations over the SIMD width."""
     if not work:
         return Term("compute", 0, "no instances")
-    pe, total = max(((pe, sum(w.values())) for pe, w in work.items()),
-                    key=lambda kv: (kv[1], [-c for c in kv[0]]))
+    total = max(piece.cycles for piece in work)
+    busiest = [piece for piece in work if piece.cycles == total]
+    pe = min(_first_pe(piece) for piece in busiest)
     return Term("compute", math.ceil(total), f"PE[{pe[0]}, {pe[1]}]")
 
 
-def _path(model: PolyModel, mapping: Mapping, config: FabricConfig,
-          work: dict[tuple[int, ...], dict[str, float]]) -> Term:
+def _path(model: PolyModel, mapping: Mapping, config: FabricConfig, work: list[Piece]
+          ) -> Term:
     """Per PE: its work cannot start before an element it reads can arrive (the nearest
     source of each streamed input an instance reads, the latest of those, the earliest
     over its statements; 0 for a statement with no streamed input), and its last result
     still has to reach a sink (the nearest sink of a streamed output a statement writes,
-    the nearest over its statements; 0 if one writes none). The longest such path."""
+    the nearest over its statements; 0 if one writes none). The longest such path: for
+    each set of PEs with equal work, the largest first + last hops, which isl finds."""
     streams = {s.tensor: s for s in mapping.streams}
-    ends: dict[str, list[tuple[int, int]]] = {
-        t: sorted({(pair[-2], pair[-1]) for pair in poly.points(s.external_pes.wrap())})
-        for t, s in streams.items()}
+    pes = mapping.rectangle()
+    zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(
+        pes.get_space()))).intersect_domain(pes)
+    hops = {t: _hops(s.external_pes.range(), pes, config.hop_cycles)
+            for t, s in streams.items() if not s.external_pes.is_empty()}
+    first_of: dict[str, isl.PwAff] = {}
+    last_of: dict[str, isl.PwAff] = {}
+    for pstmt in model.statements:
+        stmt = pstmt.stmt
+        first = zero
+        for tensor in sorted({r.tensor for r in stmt.reads}):
+            if tensor in hops and streams[tensor].direction == "input":
+                first = hops[tensor] if first is zero else first.max(hops[tensor])
+        first_of[pstmt.name] = first
+        out = streams.get(stmt.target.tensor)
+        last_of[pstmt.name] = (hops[stmt.target.tensor] if out is not None and
+                               out.direction == "output" and stmt.target.tensor in hops
+                               else zero)
+    best: tuple[int, tuple[int, ...], int, int] | None = None  # cycles, PE, first, last
+    for piece in work:
+        names = sorted(piece.per_stmt)
+        first, last = first_of[names[0]], last_of[names[0]]
+        for name in names[1:]:
+            first, last = first.min(first_of[name]), last.min(last_of[name])
+        compute = math.ceil(piece.cycles)
+        if piece.pe is not None:  # one PE: its values
+            there = isl.Point.zero(pes.get_space())
+            for d, c in enumerate(piece.pe):
+                there = there.set_coordinate_val(isl.dim_type.set, d,
+                                                 isl.Val.int_from_si(pes.get_ctx(), c))
+            pe, hops_in, hops_out = piece.pe, _eval(first, there), _eval(last, there)
+        else:  # the PE of the set with the longest first + last hops
+            around = first.add(last).intersect_domain(piece.pes)
+            longest = around.max_val()
+            pe = _first_pe(piece.pes.intersect(
+                around.eq_set(isl.PwAff.val_on_domain(piece.pes, longest))))
+            at = isl.Set.from_point(point(pes.get_space(), pe))
+            hops_in, hops_out = _value_at(first, at), _value_at(last, at)
+        cycles = hops_in + compute + hops_out
+        if best is None or (cycles, [-c for c in best[1]]) > (best[0], [-c for c in pe]):
+            best = (cycles, pe, hops_in, hops_out)
+    if best is None or best[0] <= 0:
+        return Term("path", 0, "no instances")
+    cycles, pe, first_hops, last_hops = best
+    return Term("path", cycles, f"PE[{pe[0]}, {pe[1]}]: {counted(first_hops, 'cycle')} for "
+                                f"the first input, then its compute, {last_hops} for the "
+                                "last result")
 
-    def hops(pe: tuple[int, ...], tensor: str) -> int:
-        return min(abs(pe[0] - x) + abs(pe[1] - y) for x, y in ends[tensor]) * \
-            config.hop_cycles
 
-    best = Term("path", 0, "no instances")
-    for pe, per_stmt in work.items():
-        starts, finishes = [], []
-        for name in per_stmt:
-            stmt = model.statement(name).stmt
-            inputs = [r.tensor for r in stmt.reads if r.tensor in streams and
-                      streams[r.tensor].direction == "input" and ends[r.tensor]]
-            starts.append(max((hops(pe, t) for t in inputs), default=0))
-            target = stmt.target.tensor
-            out = streams.get(target)
-            finishes.append(hops(pe, target) if out is not None and out.direction == "output"
-                            and ends[target] else 0)
-        first, last = min(starts, default=0), min(finishes, default=0)
-        cycles = first + math.ceil(sum(per_stmt.values())) + last
-        if cycles > best.cycles:
-            best = Term("path", cycles, f"PE[{pe[0]}, {pe[1]}]: {first} cycles for the first "
-                                        f"input, then its compute, {last} for the last result")
-    return best
+def _hops(ends: isl.Set, pes: isl.Set, hop_cycles: int) -> isl.PwAff:
+    """Cycles from each PE of ``pes`` to the nearest of ``ends``: the least ``d`` with
+    ``d >= +-dx +-dy`` for some end, as a function isl gives (whatever the number of
+    PEs)."""
+    pairs = isl.Map.from_domain_and_range(pes, ends)
+    distance = isl.Map(
+        "{ [PE[px, py] -> PE[ex, ey]] -> [d] : d >= ex - px + ey - py and "
+        "d >= px - ex + ey - py and d >= ex - px + py - ey and d >= px - ex + py - ey }",
+        context=pes.get_ctx())
+    nearest = pairs.domain_map().reverse().apply_range(distance).dim_min(0)
+    return nearest.scale_val(isl.Val.int_from_si(pes.get_ctx(), hop_cycles))
+
+
+def _value_at(value: isl.PwAff, at: isl.Set) -> int:
+    return int(value.intersect_domain(at).max_val().to_python())
+
+
+def _eval(value: isl.PwAff, at: isl.Point) -> int:
+    return int(value.eval(at).to_python())
 
 
 def _injection(mapping: Mapping, data: Values[str, np.ndarray]) -> Term:
-    """Busiest external PE: the elements its stream sends or receives, one per cycle (a
-    sparse stream's nonzero ones, where ``data`` has the tensor's values)."""
-    best = Term("injection", 0, "no streams")
+    """Busiest link between an external PE and the rectangle: the elements every stream
+    through it sends or receives (a sparse stream's nonzero ones, where ``data`` has the
+    tensor's values), one wavelet per cycle. Streams that share an external PE share its
+    link (inputs in, outputs out: the two directions are separate links). Counted per
+    set of external PEs with equal counts (:func:`count_pieces`) where the elements of
+    each form boxes, else element by element."""
+    per_link: dict[str, list[Piece]] = {}
+    listed: dict[str, dict[tuple[int, ...], dict[str, Fraction]]] = {}
     for stream in mapping.streams:
-        per_ext: dict[tuple[int, ...], int] = {}
         values = data.get(stream.tensor) if stream.kind == "sparse" else None
+        pieces = None if values is not None else count_pieces(stream.external_pes.reverse())
+        if pieces is not None:
+            links = per_link.setdefault(stream.direction, [])
+            for ends, count in pieces:
+                links[:] = _overlay(links, ends, stream.tensor, Fraction(count))
+            continue
+        one_by_one = listed.setdefault(stream.direction, {})
         for pair in poly.points(stream.external_pes.wrap()):
-            ext = pair[-2:]
-            if values is not None and np.asarray(values)[pair[:-2]] == 0:
-                continue
-            per_ext[ext] = per_ext.get(ext, 0) + 1
-        for ext, count in per_ext.items():
-            if count > best.cycles:
-                best = Term("injection", count, f"{stream.direction} {stream.tensor} at "
-                                                f"PE[{ext[0]}, {ext[1]}]")
-    return best
+            if values is None or np.asarray(values)[pair[:-2]] != 0:
+                tensors = one_by_one.setdefault(pair[-2:], {})
+                tensors[stream.tensor] = tensors.get(stream.tensor, Fraction(0)) + 1
+    space = mapping.rectangle().get_space()
+    for direction, one_by_one in listed.items():  # then the others PE by PE too
+        for link in per_link.pop(direction, []):
+            for ext in _listed(link.pes):
+                one_by_one.setdefault(ext, {}).update(link.per_stmt)
+        per_link[direction] = [Piece(isl.Set.from_point(point(space, ext)), tensors, ext)
+                               for ext, tensors in sorted(one_by_one.items())]
+    best: tuple[int, tuple[int, ...], str] | None = None  # count, PE, what
+    for direction, links in sorted(per_link.items()):
+        for link in links:
+            tensors = link.per_stmt
+            count = int(link.cycles)
+            ext = _first_pe(link)
+            if best is None or (count, [-c for c in best[1]]) > (best[0], [-c for c in ext]):
+                names = " + ".join(f"{t} {int(n)}" for t, n in sorted(tensors.items())) \
+                    if len(tensors) > 1 else next(iter(tensors))
+                best = (count, ext, f"{direction} {names}")
+    if best is None or best[0] == 0:
+        return Term("injection", 0, "no streams")
+    count, ext, what = best
+    return Term("injection", count, f"{what} at PE[{ext[0]}, {ext[1]}]")
 
 
 def _latency(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:
@@ -280,7 +493,7 @@ def _latency(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:
                 hops = max(hops, int(value.to_python()))
         if hops * config.hop_cycles > best.cycles:
             best = Term("latency", hops * config.hop_cycles,
-                        f"{stream.direction} {stream.tensor}: {hops} hops")
+                        f"{stream.direction} {stream.tensor}: {counted(hops, 'hop')}")
     return best
 
 

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import islpy as isl
 import numpy as np
 import pytest
 from conftest import EXAMPLES
 
-from dtg.codegen.bound import element_ops, mapping_bound
+from dtg.codegen import bound as bound_module
+from dtg.codegen.bound import count_pieces, element_cycles, element_ops, mapping_bound
 from dtg.codegen.driver import compile_file
 from dtg.lair.frontend import program_from_text
 from dtg.lair.interp import random_inputs
 from dtg.mapping import poly
 from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.run import run_program
 
 
 @pytest.mark.parametrize("body, ops", [
@@ -99,3 +102,151 @@ def test_gemv_and_conv2d_terms() -> None:
     assert b["compute"]["cycles"] == 441  # 1764 / 4
     # PE[0, 1] is 2 hops from x's source; y stays resident
     assert b["path"]["cycles"] == 443 and b["dominant"] == "path"
+
+
+SHARED_INPUT_LINK = ("""
+    lair add(): float16 a[16], float16 b[16] -> float16 c[16]
+    { all (i) in (16) c[i] = a[i] + b[i] }
+    """, """
+    rectangle { PE[1, 1] }
+    placement { add[i] -> PE[0, 0] }
+    input  a dense { a[i = 0:15] -> [PE[0, -1] -> index[i]] }
+    input  b dense { b[i = 0:15] -> [PE[0, -1] -> index[i]] }
+    output c dense { c[i = 0:15] -> [PE[1, 0] -> index[i]] }
+    """, ((0, -1), (0, 0)), "input a 16 + b 16 at PE[0, -1]")
+SHARED_OUTPUT_LINK = ("""
+    lair two(): float16 a[16] -> float16 c[16], float16 d[16]
+    {
+      S1: all (i) in (16) c[i] = a[i] + 1
+      S2: all (i) in (16) d[i] = a[i] * 2
+    }
+    """, """
+    rectangle { PE[1, 1] }
+    placement { S1[i] -> PE[0, 0]; S2[i] -> PE[0, 0] }
+    input  a dense { a[i = 0:15] -> [PE[0, -1] -> index[i]] }
+    output c dense { c[i = 0:15] -> [PE[1, 0] -> index[i]] }
+    output d dense { d[i = 0:15] -> [PE[1, 0] -> index[i]] }
+    """, ((0, 0), (1, 0)), "output c 16 + d 16 at PE[1, 0]")
+
+
+@pytest.mark.parametrize("lair, mapping, link, where", [SHARED_INPUT_LINK, SHARED_OUTPUT_LINK],
+                         ids=["two inputs", "two outputs"])
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_streams_through_one_external_pe_share_its_link(
+        tmp_path: Path, lair: str, mapping: str, link: tuple[tuple[int, int], tuple[int, int]],
+        where: str, simd: bool) -> None:
+    """Two streams of 16 through one external PE put 32 wavelets on its link: the
+    injection term counts them together, and the simulated run carries them all there
+    (plus end marks) and takes at least as long."""
+    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
+    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
+    c = compile_file(tmp_path / "p.lair", stop="mapping")
+    injection = mapping_bound(c.program.model, c.mapping).as_dict()["injection"]
+    assert injection == {"cycles": 32, "where": where}
+    outcome = run_program(tmp_path / "p.lair", simd=simd)
+    assert outcome.comparison.verified
+    assert outcome.result.links[link] >= 32
+    assert outcome.bound is not None and outcome.bound.cycles >= 32
+    assert outcome.result.cycles >= outcome.bound.cycles, outcome.bound.describe()
+
+
+def test_an_input_and_an_output_through_one_pe_use_two_links(tmp_path: Path) -> None:
+    """A link carries one direction: what enters from PE[1, 0] and what leaves to it do
+    not add up."""
+    (tmp_path / "p.lair").write_text(textwrap.dedent("""
+        lair twice(): float16 a[16] -> float16 c[16]
+        { all (i) in (16) c[i] = 2 * a[i] }
+        """))
+    (tmp_path / "p.map").write_text(textwrap.dedent("""
+        rectangle { PE[1, 1] }
+        placement { twice[i] -> PE[0, 0] }
+        input  a dense { a[i = 0:15] -> [PE[1, 0] -> index[i]] }
+        output c dense { c[i = 0:15] -> [PE[1, 0] -> index[i]] }
+        """))
+    c = compile_file(tmp_path / "p.lair", stop="mapping")
+    injection = mapping_bound(c.program.model, c.mapping).as_dict()["injection"]
+    assert injection == {"cycles": 16, "where": "input a at PE[1, 0]"}
+    outcome = run_program(tmp_path / "p.lair")
+    assert outcome.comparison.verified
+    assert outcome.result.links[((1, 0), (0, 0))] >= 16
+    assert outcome.result.links[((0, 0), (1, 0))] >= 16
+    assert outcome.bound is not None
+    assert outcome.result.cycles >= outcome.bound.cycles, outcome.bound.describe()
+
+
+def _brute_per_pe(path: str) -> tuple[dict[tuple[int, ...], dict[str, float]], object]:
+    """Each PE's cycles per statement, instance by instance."""
+    c = compile_file(EXAMPLES / path, stop="mapping")
+    config = FabricConfig()
+    work: dict[tuple[int, ...], dict[str, float]] = {}
+    for pstmt in c.program.model.statements:
+        dtype = c.program.graph.tensor(pstmt.stmt.target.tensor).dtype
+        cycles = element_cycles(pstmt.stmt, dtype, config)
+        placed = c.mapping.placement_of(pstmt.name).intersect_domain(pstmt.domain)
+        for pair in poly.points(placed.wrap()):
+            per = work.setdefault(pair[-2:], {})
+            per[pstmt.name] = per.get(pstmt.name, 0.0) + cycles
+    return work, c
+
+
+@pytest.mark.parametrize("path", ["gemv/gemv.lair", "movement/gemv_uneven.lair",
+                                  "movement/gemv_two_sides.lair", "movement/mlp.lair",
+                                  "movement/skewed_sum.lair", "fc/train.lair",
+                                  "polybench/mvt.lair"])
+def test_path_term_is_the_longest_pe_by_brute_force(path: str) -> None:
+    """The bound finds the longest path over sets of PEs with equal work, by isl: the
+    same as trying every PE with every external PE."""
+    work, c = _brute_per_pe(path)
+    streams = {s.tensor: s for s in c.mapping.streams}
+    ends = {t: [pair[-2:] for pair in poly.points(s.external_pes.wrap())]
+            for t, s in streams.items()}
+
+    def hops(pe: tuple[int, ...], tensor: str) -> int:
+        return min(abs(pe[0] - x) + abs(pe[1] - y) for x, y in ends[tensor])
+
+    longest = 0
+    for pe, per_stmt in work.items():
+        starts, finishes = [], []
+        for name in per_stmt:
+            stmt = c.program.model.statement(name).stmt
+            inputs = [r.tensor for r in stmt.reads if r.tensor in streams
+                      and streams[r.tensor].direction == "input"]
+            starts.append(max((hops(pe, t) for t in inputs), default=0))
+            out = streams.get(stmt.target.tensor)
+            finishes.append(hops(pe, stmt.target.tensor)
+                            if out is not None and out.direction == "output" else 0)
+        longest = max(longest, min(starts) + int(-(-sum(per_stmt.values()) // 1)) + min(finishes))
+    assert mapping_bound(c.program.model, c.mapping).as_dict()["path"]["cycles"] == longest
+
+
+def test_a_huge_mesh_is_counted_by_tiles_not_by_pes() -> None:
+    """gemv with N = 65,536 on PE[16384, 4]: every PE holds an 8 x 4 tile, so isl gives
+    one set of PEs with equal work and the bound never lists the PEs (issue 25: the
+    compile report took minutes, and N = 10^6 grew without bound)."""
+    c = compile_file(EXAMPLES / "gemv" / "gemv.lair", str(EXAMPLES / "gemv" / "gemv.tiled.map"),
+                     {"N": 65536}, stop="mapping")
+    assert (c.mapping.width, c.mapping.height) == (16384, 4)
+    (pstmt,) = c.program.model.statements
+    placed = c.mapping.placement_of(pstmt.name).intersect_domain(pstmt.domain)
+    pieces = count_pieces(placed.reverse())
+    assert pieces is not None and [count for _, count in pieces] == [32]
+    b = mapping_bound(c.program.model, c.mapping).as_dict()
+    assert b["compute"] == {"cycles": 8, "where": "PE[0, 0]"}  # 32 multiply-adds at width 4
+    assert b["injection"] == {"cycles": 8, "where": "output y at PE[16384, 0]"}
+    assert b["latency"] == {"cycles": 16384, "where": "output y: 16384 hops"}
+    # PE[0, 3]: x needs 4 hops, then 8 cycles of compute, then y travels 16384 hops east
+    assert b["path"]["cycles"] == 4 + 8 + 16384
+    assert b["path"]["where"].startswith("PE[0, 3]: 4 cycles for the first input")
+
+
+def test_pes_counted_one_by_one_stop_at_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A skewed placement (instances of a PE are not a box) is counted PE by PE; past
+    the budget only the first PEs count, which still gives a lower bound."""
+    work, c = _brute_per_pe("movement/skewed_sum.lair")
+    full = mapping_bound(c.program.model, c.mapping).as_dict()["compute"]["cycles"]
+    assert full == int(-(-max(sum(w.values()) for w in work.values()) // 1))
+    monkeypatch.setattr(bound_module, "MAX_LISTED_PES", 1)
+    sampled = mapping_bound(c.program.model, c.mapping).as_dict()["compute"]
+    first = min(work)
+    assert sampled["where"] == f"PE[{first[0]}, {first[1]}]"
+    assert sampled["cycles"] == int(-(-sum(work[first].values()) // 1)) <= full
