@@ -5,8 +5,8 @@ it must never give wrong outputs, an internal error, an unlocated error, or a di
 answer with and without SIMD.
 
 Every run of the suite draws a small batch (``DTG_RANDOM_EXAMPLES=N`` pairs, default 80,
-about a minute); the long batch (``-m long``, CI runs it after the suite) draws 600 more
-in chunks of 60, each its own test so that pytest shows it advance.
+about half a minute); the long batch (``-m long``, CI runs it after the suite) draws 600
+more in chunks of 60, each its own test so that pytest shows it advance.
 ``DTG_RANDOM_SEED=S`` draws other batches. A whole batch runs and the failures are
 listed, grouped, with the smallest pair of each group; ``DTG_RANDOM_SHRINK=1`` instead
 lets Hypothesis shrink every kind of failure to a minimal pair.
