@@ -125,5 +125,5 @@ def test_a_path_through_a_directory_not_made_yet_is_the_input(tmp_path: Path,
                                                               ) -> None:
     monkeypatch.chdir(tmp_path)
     Path("q.lair").write_text("x")
-    with pytest.raises(InputError, match="is the same file as q.lair"):
+    with pytest.raises(InputError, match=r"is the same file as q\.lair"):
         check_distinct([("new/../q.lair", "the output")], [("q.lair", "the program")])

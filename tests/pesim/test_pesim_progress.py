@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
-import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -102,18 +103,38 @@ def test_the_bar_appears_only_after_a_second() -> None:
 
 
 def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
-    """A run long enough to interrupt (64 x 64 PEs, several seconds)."""
+    """A run long enough to interrupt (64 x 64 PEs, several seconds), interrupted once its
+    progress bar shows that it is in the event loop (standard error is a terminal), so
+    that the test does not depend on the machine's speed."""
     module = gemv_module(tmp_path, 2048, 64)
     report = tmp_path / "r.json"
     outputs = tmp_path / "out.npz"
+    leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "dtg.pesim.cli", str(module), "--report",
                              str(report), "--outputs", str(outputs)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    time.sleep(4)  # into the event loop: set-up takes about a second, the loop about 8
-    if proc.poll() is not None:
-        pytest.fail(f"the run ended before it could be interrupted: {proc.communicate()}")
+                            stdout=subprocess.PIPE, stderr=follower, text=True, cwd=ROOT)
+    os.close(follower)
+    shown = b""
+    while b"inputs in" not in shown:  # the bar: simulated cycle, share of inputs sent
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the run ended (the terminal closed) before any bar
+            chunk = b""
+        if not chunk:
+            pytest.fail(f"the run ended before it could be interrupted: {shown!r}")
+        shown += chunk
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    while True:  # (drain the terminal so the run never blocks writing to it)
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.communicate(timeout=60)
+    os.close(leader)
+    err = shown.decode(errors="replace")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted: stopped by Ctrl-C" in err
     data = json.loads(report.read_text())
