@@ -13,13 +13,14 @@ float16 rounds once, directly, as numpy does (not through float32).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dtg.pesim.fast.jit import compiled
 
 _SIGN = np.uint64(1) << np.uint64(63)
 _SIGNIFICAND = (np.uint64(1) << np.uint64(52)) - np.uint64(1)
 
 
-@njit(cache=True, inline="always")
+@compiled
 def widen(h: np.uint16) -> float:
     """The float16 with bit pattern ``h`` as a float64 (exact)."""
     bits = np.int64(h)
@@ -38,7 +39,7 @@ def widen(h: np.uint16) -> float:
     return sign * (1024 + significand) * 2.0 ** (exponent - 25)
 
 
-@njit(cache=True, inline="always")
+@compiled
 def narrow(x: float) -> np.uint16:
     """``x`` rounded to float16 (to nearest, ties to even), as its bit pattern."""
     bits = np.float64(x).view(np.uint64)
@@ -79,22 +80,22 @@ def narrow(x: float) -> np.uint16:
     return sign | np.uint16((biased << 10) | (kept - 1024))
 
 
-@njit(cache=True, inline="always")
+@compiled
 def add(a: np.uint16, b: np.uint16) -> np.uint16:
     return narrow(widen(a) + widen(b))
 
 
-@njit(cache=True, inline="always")
+@compiled
 def sub(a: np.uint16, b: np.uint16) -> np.uint16:
     return narrow(widen(a) - widen(b))
 
 
-@njit(cache=True, inline="always")
+@compiled
 def mul(a: np.uint16, b: np.uint16) -> np.uint16:
     return narrow(widen(a) * widen(b))
 
 
-@njit(cache=True, inline="always")
+@compiled
 def maximum(a: np.uint16, b: np.uint16) -> np.uint16:
     """``np.maximum``: a NaN operand wins (the first, when both are)."""
     x, y = widen(a), widen(b)

@@ -1,0 +1,174 @@
+"""The compiled engine's state: arrays over cores, queues, router buffers, links and
+sinks, and the names of their fields.
+
+Everything the simpy engine keeps in Python objects (:class:`pesim.core.Core`,
+:class:`pesim.routers.Buffer`, ``Link``, ``Sink``) is a row of an array here, so that
+numba can run the event loop and so that a PE costs a few hundred bytes, not a few
+kilobytes of objects. Field names are module constants: ``core[c, CLOCK]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import types
+from numba.experimental import structref
+
+# ----------------------------------------------------------------- core fields
+(PC, PHASE, PROGRAM, CLOCK, BUSY, SCALAR, SIMD_OPS, SIMD_RUNS, FLOPS, SIMD_FLOPS, SENT,
+ STALL, WAIT, TASKS_RUN, START, END, SEQ, TASK, WAITING, WAITING_SINCE, WAIT_COLOR,
+ WAIT_WHAT, WAKE, WAKE_KIND, DEPTH, COLOR, BUSY_BEFORE, BEGAN, SETUP, ENV, STACK,
+ TRIGGERS, TRIGGER_CAP, TRIGGER_COUNT, PROFILE, ARRAYS, QUEUES, CONFIGURED, PE_X_ABS,
+ PE_Y_ABS, T0,
+ # a SIMD instruction with fabric operands in progress
+ S_CONFIG, S_VARIANT, S_E, S_LAST, S_MARKS, S_FIRST, S_BEGAN, S_K, S_BASE0, S_BASE1,
+ S_BASE2, S_BUF, S_SCALAR, S_COST,
+ # a send in progress, the order of first runs of tasks (profiles), send buffers
+ P_BUF, P_INDEX, PROFILED, RAMPS, DEAD) = range(60)
+CORE_FIELDS = 60
+NONE = -1
+
+# what a waiting core waits for (WAITING; 0 = nothing); the texts are the simpy engine's
+W_SEND, W_SEND_END, W_SIMD_OUT, W_RECV, W_SIMD_IN = range(1, 6)
+# the event a blocked core resumes on (WAKE_KIND) and whether it fired (WAKE)
+K_NOTHING, K_TIMEOUT, K_IDLE, K_ARRIVAL, K_STALL = range(5)
+SIGNAL_PENDING, SIGNAL_FIRED = 1, 2
+
+# ---------------------------------------------------------- core queue fields
+(Q_CORE, Q_COLOR, Q_LEN, Q_WAITERS, Q_ARRIVAL, Q_FILL, Q_BASE, Q_HAS_BASE, Q_CLOSED,
+ Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED) = range(14)
+QUEUE_FIELDS = 14
+
+# ------------------------------------------------------------- buffer fields
+(B_X, B_Y, B_COLOR, B_PORT, B_CAP, B_START, B_HEAD, B_LEN, B_SCHEDULED, B_ON_CYCLE,
+ B_WAITERS, B_TARGETS, B_ERROR, B_ERROR_ARG, B_SOURCE) = range(15)
+BUFFER_FIELDS = 15
+MAX_WAITERS = 16  # buffers (and a core) waiting for space in one buffer or queue
+MAX_TARGETS = 5
+# target kinds
+T_BUFFER, T_CORE, T_SINK = range(3)
+PORTS = ("N", "S", "E", "W", "RAMP", "OUT")
+
+# --------------------------------------------------------------- sink fields
+(SK_DENSE, SK_ORDER, SK_SIZE, SK_COUNT, SK_GROUP, SK_GROUPS, SK_GROUP_START, SK_DONE
+ ) = range(8)
+SINK_FIELDS = 8
+
+# ------------------------------------------------------------------ globals
+(G_NOW, G_EID, G_HEAP, G_EVENTS, G_ERROR, G_CONTEXT, G_FAILED, G_HOPS) = range(8)
+GLOBAL_FIELDS = 8
+ERROR_ARGS = 16
+
+# ----------------------------------------------------------- fabric settings
+(F_BUFFER, F_HOP, F_DISPATCH, F_SCALAR_OP, F_STARTUP, F_LIMIT) = range(6)
+SETTINGS = 6
+
+# events: kinds and priorities (as simpy's URGENT and NORMAL)
+EV_FIRE, EV_CORE, EV_FAIL = range(3)
+URGENT, NORMAL = 0, 1
+PRIORITY_SHIFT = 60  # heap key: priority << 60 | sequence number
+
+NO_INDEX = np.iinfo(np.int64).min  # a wavelet without an index
+
+
+class State(NamedTuple):
+    """The run's mutable state (see the field constants above)."""
+
+    g: np.ndarray  # int64 [GLOBAL_FIELDS]
+    error: np.ndarray  # int64 [ERROR_ARGS]: error code, then its arguments
+    deferred: np.ndarray  # int64 [ERROR_ARGS]: the first error of a core, reported when
+    # its failure event comes (simpy raises a process's error when that event runs)
+    settings: np.ndarray  # int64 [SETTINGS]
+    # event heap: time, key (priority and sequence), kind, object
+    heap_time: np.ndarray
+    heap_key: np.ndarray
+    heap_kind: np.ndarray
+    heap_obj: np.ndarray
+    core: np.ndarray  # int64 [cores, CORE_FIELDS]
+    value: np.ndarray  # float64 [cores]: the wavelet of the running data task
+    env: np.ndarray  # int64 pool: each core's integer variables
+    stack: np.ndarray  # float64 pool: each core's value stack
+    trig_t: np.ndarray  # int64 pool: each core's trigger heap
+    trig_seq: np.ndarray
+    trig_task: np.ndarray
+    trig_color: np.ndarray
+    prof_runs: np.ndarray  # int64 pool: per core and task
+    prof_busy: np.ndarray
+    prof_first: np.ndarray  # the order in which a core first ran each task (-1: never)
+    arr_offset: np.ndarray  # int64 pool: per core and array, its offset in its memory
+    mem32: np.ndarray  # float32: every float32 local array
+    mem16: np.ndarray  # uint16: every float16 local array (bit patterns)
+    configured: np.ndarray  # uint8 pool: per core and SIMD variant, set up (1) or not
+    ramp: np.ndarray  # int64 pool: per core and sending color slot, its RAMP buffer (or -1)
+    queue: np.ndarray  # int64 [queues, QUEUE_FIELDS]
+    fifo_value: np.ndarray  # float64 [queues * cap]
+    fifo_index: np.ndarray  # int64
+    fifo_end: np.ndarray  # int8
+    queue_waiters: np.ndarray  # int64 [queues * MAX_WAITERS]: buffers
+    buffer: np.ndarray  # int64 [buffers, BUFFER_FIELDS]
+    q_ready: np.ndarray  # int64 pool: router buffers' rings and sources' streams
+    q_value: np.ndarray  # float64
+    q_index: np.ndarray  # int64
+    q_end: np.ndarray  # int8
+    buffer_waiters: np.ndarray  # int64 [buffers * MAX_WAITERS]: buffer b, or -(core + 1)
+    target_kind: np.ndarray  # int64 [buffers * MAX_TARGETS]
+    target_obj: np.ndarray
+    target_link: np.ndarray
+    link_free: np.ndarray  # int64 [links]
+    link_count: np.ndarray
+    sink: np.ndarray  # int64 [sinks, SINK_FIELDS]
+    sink_index: np.ndarray  # int64 pool: sparse sinks' innermost index per order position
+    sink_value: np.ndarray  # float64 pool: per order position
+    sink_got: np.ndarray  # int8 pool: received (per order position)
+    sink_groups: np.ndarray  # int64 pool: first order position of each sparse group
+
+
+class Program(NamedTuple):
+    """The lowered code (:class:`pesim.fast.lower.Tables`) as the kernel reads it."""
+
+    code: np.ndarray
+    ints: np.ndarray
+    int_at: np.ndarray
+    floats: np.ndarray
+    float_at: np.ndarray
+    consts: np.ndarray
+    addresses: np.ndarray
+    tasks: np.ndarray
+    arrays: np.ndarray
+    programs: np.ndarray
+    queues: np.ndarray
+    configs: np.ndarray
+    variants: np.ndarray
+    offsets: np.ndarray
+    bases: np.ndarray
+
+
+# Inside the kernel, the state and the program travel as numba structure references
+# (one pointer) rather than as tuples of arrays: a call passing a tuple of 60 arrays
+# copies every field in the generated code, which made the kernel take minutes to
+# compile; by reference it takes seconds.
+
+
+@structref.register
+class _StateRefType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class StateRef(structref.StructRefProxy):
+    """:class:`State` by reference (made in the kernel: ``StateRef(*state)``)."""
+
+
+@structref.register
+class _ProgramRefType(types.StructRef):
+    def preprocess_fields(self, fields: Any) -> Any:
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class ProgramRef(structref.StructRefProxy):
+    """:class:`Program` by reference."""
+
+
+structref.define_proxy(StateRef, _StateRefType, list(State._fields))
+structref.define_proxy(ProgramRef, _ProgramRefType, list(Program._fields))
