@@ -60,8 +60,12 @@ def build_parser(prog: str = "dtg-codegen") -> argparse.ArgumentParser:
     parser.add_argument("--emit", choices=STAGES, default=STAGES[-1],
                         help="stop after this stage and print its result (default: %(default)s)")
     parser.add_argument("-o", "--output", metavar="FILE|DIR|-",
-                        help="write the output to FILE, or to DIR/<program>.pe (made if "
-                             "missing), instead of printing it; - prints it")
+                        help="write the output to FILE or into DIR as DIR/<program>.pe "
+                             "instead of printing it (- prints it): an existing directory, "
+                             "also one reached through a symbolic link, or a name ending in "
+                             "/ is a directory; an existing file or a name with a suffix "
+                             "(k14.v2 too) is a file, but never a symbolic link or one of "
+                             "the command's inputs; any other name is a directory to make")
     parser.add_argument("--no-simd", action="store_true",
                         help="generate scalar loops only (no SIMD instructions)")
     parser.add_argument("--arrival", choices=ARRIVAL_MODES, default=ARRIVAL_MODES[0],

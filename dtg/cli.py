@@ -26,7 +26,7 @@ from rich.table import Table
 from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
 from dtg.lair.diagnostics import Interrupted
 from dtg.lair.files import check_distinct, check_new_file, write_atomically
-from dtg.lair.limits import MAX_INT, MAX_PES, abbreviate, literal_value, number_text
+from dtg.lair.limits import MAX_INT, MAX_PES, abbreviate, counted, literal_value, number_text
 from dtg.lair.specialize import Binding, parse_param
 from dtg.pesim.cli import seed_arg
 from dtg.pesim.fabric import PRESETS
@@ -268,14 +268,16 @@ def search(args: argparse.Namespace) -> None:
 def _nothing_found(result: SearchResult, budget: float) -> str:
     """Why a search has no best mapping, and what to try."""
     if "simulation" in result.out_of_time and result.simulated == 0:
-        return (f"none of the {result.compiled} candidates compiled finished its simulation "
+        return (f"none of the {counted(result.compiled, 'candidate')} compiled finished its "
+                "simulation "
                 f"within the budget of {budget:g} s; try a larger --budget (e.g. "
                 f"{_longer(budget)}) or a smaller rectangle")
     if result.compiled == 0:
         return ("no candidate mapping compiled" + (" before the budget ran out; try a larger "
                                                    "--budget" if result.out_of_time else
                                                    "; try another rectangle"))
-    return (f"none of the {result.compiled} candidates compiled was simulated and verified; "
+    return (f"none of the {counted(result.compiled, 'candidate')} compiled was simulated and "
+            "verified; "
             "try a larger --top")
 
 
@@ -323,16 +325,18 @@ def sweep(args: argparse.Namespace) -> None:
                 kept = f"their rows were written to {args.output}"
             elif not args.output:
                 kept = "no -o, so nothing was written"
-            raise Interrupted(f"stopped by Ctrl-C after {len(rows)} of {len(todo)} points; "
+            raise Interrupted(f"stopped by Ctrl-C after {len(rows)} of "
+                              f"{counted(len(todo), 'point')}; "
                               f"{kept}") from None
     if args.output:
         write_atomically(args.output, write_rows(args.output, rows), "the sweep's rows")
     _print_rows(rows)
     if args.output:
-        print(f"wrote {args.output} ({len(rows)} rows)")
+        print(f"wrote {args.output} ({counted(len(rows), 'row')})")
     failed = [r for r in rows if r["status"] != "verified"]
     if failed:
-        raise SimulationError(f"{len(failed)} of {len(rows)} points failed (listed above)")
+        raise SimulationError(f"{len(failed)} of {counted(len(rows), 'point')} failed "
+                              "(listed above)")
 
 
 def _shipped(program: str, maps: list[str]) -> tuple[str, list[str | None]]:

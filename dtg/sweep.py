@@ -57,8 +57,9 @@ def points(program: str | Path, mappings: Sequence[str | Path | None],
         default_mapping_path(program) if m is None else m).params} for m in maps}
     unknown = [n for n in values if n not in theirs and not any(n in d for d in declared.values())]
     if unknown:
-        raise SpecializationError(f"--param {unknown[0]}: neither the program nor any mapping "
-                                  f"of the sweep has a parameter named '{unknown[0]}'")
+        raise SpecializationError(f"unknown parameter '{unknown[0]}' (given by --param or "
+                                  "params=): neither the program nor any mapping of the sweep "
+                                  f"has a parameter of that name")
     found: list[Point] = []
     for mapping in maps:
         names = [n for n in values if n in theirs or n in declared[mapping]]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtg.codegen.peir import PeModule
 from dtg.lair.files import write_atomically
+from dtg.lair.limits import counted
 from dtg.pesim.sim import SimResult
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None) -> Figure:
     listed = "; ".join(f"{k} PE[{a[0]},{a[1]}]->PE[{b[0]},{b[1]}] {n}"
                        for k, ((a, b), n) in enumerate(busiest, 1))
     done = "" if result.complete else " (interrupted)"
-    title = f"{result.module}: {result.cycles} cycles{done} on {len(pes)} PEs"
+    title = f"{result.module}: {counted(result.cycles, 'cycle')}{done} on {counted(len(pes), 'PE')}"
     if pes:
         share = pes[top_pe].busy / cycles
         title += f"; busiest PE (outlined) PE[{top_pe[0]},{top_pe[1]}] {share:.0%} busy"

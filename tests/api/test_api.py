@@ -102,7 +102,7 @@ def test_no_top_level_packages_besides_dtg() -> None:
 def test_the_readme_example_runs_and_prints_what_it_says(tmp_path: Path, monkeypatch,
                                                           capsys) -> None:  # type: ignore[no-untyped-def]
     readme = (EXAMPLES.parent / "README.md").read_text()
-    block = readme.split("### From Python\n\n```python\n", 1)[1].split("```", 1)[0]
+    block = readme.split("## From Python\n\n```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(EXAMPLES.parent)
     code = block.replace('"gemv.json"', repr(str(tmp_path / "gemv.json"))).replace(
         '"gemv.png"', repr(str(tmp_path / "gemv.png")))
