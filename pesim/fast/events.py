@@ -177,9 +177,10 @@ def schedule(s: State, b: int, delay: int) -> None:
 @internal
 def _release(s: State, waiters: np.ndarray, base: int, n: int) -> None:
     """``Fabric.release``: wake every buffer and core that waited for space (the list
-    is emptied before anyone is woken)."""
-    pending = waiters[base:base + n].copy()
-    for w in pending:
+    is emptied before anyone is woken; waking schedules events and adds no waiter, so
+    the entries are read in place)."""
+    for i in range(base, base + n):
+        w = waiters[i]
         if w >= 0:
             if not s.buffer[w, B_SCHEDULED]:
                 schedule(s, w, 0)

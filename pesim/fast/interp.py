@@ -41,7 +41,7 @@ from dtg.pesim.fast.events import (
     take,
     wait_on_buffer,
 )
-from dtg.pesim.fast.jit import internal
+from dtg.pesim.fast.jit import compiled, internal
 from dtg.pesim.fast.layout import (
     ARRAYS,
     B_CAP,
@@ -207,12 +207,17 @@ def rounded(x: float, dtype: int) -> float:
     return np.float64(np.float32(x))
 
 
-@internal
-def maximum(a: float, b: float) -> float:
-    """``np.maximum``: a NaN wins (the first of two), and of equal numbers the first."""
-    if a >= b or a != a:
+@compiled
+def maximum(a: float, b: float, dtype: int) -> float:
+    """``np.maximum``: a NaN wins (the first of two); of two equal numbers (+0 and -0)
+    numpy's float32 loops give the second, its float16 loops the first."""
+    if a != a:
         return a
-    return b
+    if b != b:
+        return b
+    if a == b:
+        return a if dtype == F16 else b
+    return a if a > b else b
 
 
 @internal
@@ -366,7 +371,7 @@ def binary(op: int, a: float, b: float, dtype: int) -> float:
         return rounded(a - b, dtype)
     if op == F_MUL:
         return rounded(a * b, dtype)
-    return maximum(a, b)  # F_MAX
+    return maximum(a, b, dtype)  # F_MAX
 
 
 # ------------------------------------------------------------------- the core
@@ -514,7 +519,7 @@ def run_core(p: Program, s: State, c: int, istack: np.ndarray, fstack: np.ndarra
             else:
                 old = read_element(p, s, row, where, flat)
                 dtype = p.arrays[row, 0]
-                new = rounded(old + x, dtype) if b == STORE_ADD else maximum(old, x)
+                new = rounded(old + x, dtype) if b == STORE_ADD else maximum(old, x, dtype)
                 write_element(p, s, row, where, flat, new)
         elif op == FOR_BEGIN:
             first = ieval(p, s, env, b, istack)
@@ -814,7 +819,7 @@ def _compute(op: int, d: float, a: float, b: float, dtype: int) -> float:
     if op == OP_FSUB:
         return rounded(a - b, dtype)
     if op == OP_FMAX:
-        return maximum(a, b)
+        return maximum(a, b, dtype)
     return a  # copy, fill
 
 

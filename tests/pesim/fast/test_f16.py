@@ -95,3 +95,22 @@ def test_operations_on_random_pairs(name: str) -> None:
 def test_signed_zeros_in_maximum_keep_the_first() -> None:
     zero, minus = np.uint16(0), np.uint16(0x8000)
     assert f16.maximum(zero, minus) == zero and f16.maximum(minus, zero) == minus
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_maximum_of_signed_zeros_and_nans_as_numpy(dtype: type) -> None:
+    """The compiled engine's ``max`` (values held in float64) against numpy's loops of
+    each type, which differ in which of two equal zeros they give."""
+    from dtg.pesim.fast.interp import maximum
+    from dtg.pesim.fast.lower import DTYPE_CODE
+
+    code = DTYPE_CODE[np.dtype(dtype).name]
+    values = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan]
+    for a in values:
+        for b in values:
+            want = np.maximum(np.array([a], dtype=dtype), np.array([b], dtype=dtype))[0]
+            got = maximum(a, b, code)
+            if np.isnan(want):
+                assert np.isnan(got), (a, b)
+            else:
+                assert got == want and np.signbit(got) == np.signbit(want), (a, b, got, want)

@@ -1,0 +1,29 @@
+"""Where the compiled engine's code is cached: per version of its sources, in the
+user's cache directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dtg.pesim.fast import jit
+
+
+def test_the_cache_is_in_the_directory_the_user_names(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    monkeypatch.setenv("DTG_CACHE_DIR", str(tmp_path))
+    where = jit.cache_directory()
+    assert where.parent == tmp_path / "numba" and len(where.name) == 16
+
+
+def test_numba_is_told_the_directory_on_import(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["DTG_CACHE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", "import numba, dtg.pesim.fast.jit as j; "
+                          "print(numba.config.CACHE_DIR == str(j.cache_directory()))"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
