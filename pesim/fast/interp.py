@@ -836,26 +836,48 @@ def _simd_memory(p: Program, s: State, c: int, config: int, row: int, scalar: fl
     s.core[c, SIMD_FLOPS] += ops * p.configs[config, 17]
     s.core[c, SIMD_RUNS] += 1
     op, dtype = p.configs[config, 0], p.configs[config, 1]
-    program = s.core[c, PROGRAM]
-    dst_slot = p.configs[config, 9]
-    dst_row = p.programs[program, 2] + dst_slot
-    dst_where = s.core[c, ARRAYS] + dst_slot
-    dst_start = p.variants[row, 2]
-    dst_base = s.core[c, S_BASE0]
-    kind1, kind2 = p.configs[config, 7], p.configs[config, 8]
+    mem16, mem32, offsets = s.mem16, s.mem32, p.offsets
+    # per array operand (0 the destination, 1 and 2 the sources): its type, where its
+    # elements start (memory offset plus base) and where its element offsets start
+    typ0, at0, first0 = _where(p, s, c, config, row, 0)
+    typ1, at1, first1 = _where(p, s, c, config, row, 1)
+    typ2, at2, first2 = _where(p, s, c, config, row, 2)
     for e in range(ops):
-        flat = p.offsets[dst_start + e] + dst_base
-        if op == OP_FILL:
-            write_element(p, s, dst_row, dst_where, flat, scalar)
-            continue
-        x = _operand(p, s, c, config, row, 1, e, dtype) if kind1 == K_ARRAY else scalar
-        y = 0.0
-        if kind2 == K_ARRAY:
-            y = _operand(p, s, c, config, row, 2, e, dtype)
-        elif op != OP_COPY:
-            y = scalar
-        d = read_element(p, s, dst_row, dst_where, flat) if op == OP_FMAC else 0.0
-        write_element(p, s, dst_row, dst_where, flat, _compute(op, d, x, y, dtype))
+        x = scalar
+        y = 0.0 if op == OP_COPY else scalar
+        if op != OP_FILL:
+            if typ1 >= 0:
+                at = at1 + offsets[first1 + e]
+                x = f16.widen(mem16[at]) if typ1 == F16 else np.float64(mem32[at])
+                if typ1 != dtype:
+                    x = rounded(x, dtype)
+            if typ2 >= 0:
+                at = at2 + offsets[first2 + e]
+                y = f16.widen(mem16[at]) if typ2 == F16 else np.float64(mem32[at])
+                if typ2 != dtype:
+                    y = rounded(y, dtype)
+        at = at0 + offsets[first0 + e]
+        d = 0.0
+        if op == OP_FMAC:
+            d = f16.widen(mem16[at]) if typ0 == F16 else np.float64(mem32[at])
+        result = scalar if op == OP_FILL else _compute(op, d, x, y, dtype)
+        if typ0 == F16:
+            mem16[at] = f16.narrow(result)
+        else:
+            mem32[at] = np.float32(result)
+
+
+@internal
+def _where(p: Program, s: State, c: int, config: int, row: int, k: int
+           ) -> tuple[int, int, int]:
+    """Operand ``k`` of a SIMD instruction: its array's type (-1: not an array), the
+    memory offset of its element 0 at the instruction's base, its first element offset."""
+    if p.configs[config, 6 + k] != K_ARRAY:
+        return -1, 0, 0
+    slot = p.configs[config, 9 + k]
+    typ = p.arrays[p.programs[s.core[c, PROGRAM], 2] + slot, 0]
+    at = s.arr_offset[s.core[c, ARRAYS] + slot] + s.core[c, S_BASE0 + k]
+    return typ, at, p.variants[row, 2 + k]
 
 
 @internal
