@@ -34,7 +34,8 @@ NAMES = ["gemv", "fc/ff", "conv1d", "conv2d"] + [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=float, default=60.0)
-    parser.add_argument("--top", type=int, default=5)
+    parser.add_argument("--top", type=int, default=None,
+                        help="simulate at most K per search (default: as the budget allows)")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
     table = Table(title=f"dtg search vs hand-written mappings (budget {args.budget:g} s)")

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "simulated and verified",
         description="Enumerate mappings of a program onto a rectangle of PEs, rank them by "
                     "their bound on cycles, compile them in that order and simulate the best "
-                    "--top that compile, all within --budget (docs/search.md).")
+                    "that compile in rounds, as many as --budget allows or --top "
+                    "(docs/search.md).")
     found.add_argument("program", help="the .lair file, or a shipped example's name")
     found.add_argument("--rectangle", required=True, metavar="PE[W, H]", type=_rectangle,
                        help="the rectangle of PEs, e.g. 'PE[4, 4]' (quoted or not) or 4x4")
@@ -93,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     found.add_argument("--budget", type=_seconds, default=60.0, metavar="TIME",
                        help="time for the whole search, e.g. 60s, 90, 1m, 1.5m or 2m30s "
                             "(default 60s)")
-    found.add_argument("--top", type=_count("--top", 1, MAX_TOP), default=5, metavar="K",
-                       help="how many of the best candidates that compile to simulate "
-                            "(default 5)")
+    found.add_argument("--top", type=_count("--top", 1, MAX_TOP), default=None, metavar="K",
+                       help="simulate at most the K best candidates that compile (default: "
+                            "as many as the budget allows, in rounds of 5 in rank order)")
     found.add_argument("--limit", type=_count("--limit", 1, MAX_INT), metavar="N",
                        help="consider at most N candidate mappings (default: as many as "
                             "the budget allows; the same N gives the same search on any "
@@ -278,7 +279,7 @@ def _nothing_found(result: SearchResult, budget: float) -> str:
                                                    "; try another rectangle"))
     return (f"none of the {counted(result.compiled, 'candidate')} compiled was simulated and "
             "verified; "
-            "try a larger --top")
+            "try a larger --top or --budget")
 
 
 def _longer(budget: float) -> str:

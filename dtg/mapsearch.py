@@ -5,17 +5,19 @@ with a tensor's dimensions, and how each tensor enters and leaves). Each candida
 tilings (``mapping/direction.py``) are validated like written mappings. The candidates
 are ranked by the bound on cycles, even tiles first, and compiled in that order; what
 does not compile (memory, colors, a pattern the back end does not realize) is pruned.
-The best ``top`` are simulated and checked against the reference interpreter, on Dask
-as sweeps are when asked. Only a verified mapping is ever reported as the best.
+In rounds of a few, the best that compile are simulated and checked against the
+reference interpreter, on Dask as sweeps are when asked, for as long as the budget
+allows (a round starts only when one as long as the last still fits), or until ``top``
+have been simulated. Only a verified mapping is ever reported as the best.
 
 The budget bounds the whole search, whatever a candidate costs: enumeration and
-validation stop at half of it, compilation at 70%, and simulation at the budget itself
+validation stop at half of it, compilation and simulation at the budget itself
 (simulations run in child processes, or on Dask, and are abandoned at the deadline).
 The clock is read before each candidate, each tiling and each compilation. A phase
 that runs out of time stops where it is and says so (``out_of_time``); so does a
 search cancelled by Ctrl-C (``interrupted``), with what it found until then.
 
-``top`` is how many candidates are simulated: the best ``top`` of the ranking that
+``top`` caps how many candidates are simulated: the best ``top`` of the ranking that
 compile (``SearchResult.summary`` counts each step). ``limit`` stops the enumeration
 after that many candidate mappings, so that a search's work does not depend on the
 machine's speed (for tests and benchmarks).
@@ -24,14 +26,14 @@ machine's speed (for tests and benchmarks).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dtg.codegen.bound import mapping_bound
 from dtg.codegen.pipeline import compile_mapping
 from dtg.lair.diagnostics import DtgError
-from dtg.lair.frontend import from_source
+from dtg.lair.frontend import Program, from_source
 from dtg.lair.lower import PolyModel
 from dtg.lair.parser import parse_file
 from dtg.lair.specialize import Binding
@@ -66,9 +68,9 @@ class SearchResult:
     considered: int = 0  # candidate mappings (alignments x how tensors enter and leave)
     unfit: int = 0  # of them, those without a tiling that validates
     tilings: int = 0  # tilings that validated (over every candidate): what was ranked
-    tried: int = 0  # tilings compiled in rank order, until `top` of them compiled
+    tried: int = 0  # tilings compiled in rank order, round by round
     compiled: int = 0  # of them, those that compiled
-    simulated: int = 0  # of those, simulated to the end (at most `top`)
+    simulated: int = 0  # of those, simulated to the end (at most `top`, when given)
     seconds: float = 0.0
     out_of_time: list[str] = field(default_factory=list)  # phases the budget cut short
     interrupted: bool = False  # cancelled (Ctrl-C): the counts say how far it got
@@ -132,14 +134,16 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
 
 
 def search(program: str | Path, width: int, height: int, *,
-           params: dict[str, Binding] | None = None, budget: float = 60.0, top: int = 5,
+           params: dict[str, Binding] | None = None, budget: float = 60.0,
+           top: int | None = None,
            fabric: str = "paper", scheduler: str | None = None,
            workers: int | None = 0, progress: Callable[[str, int, int], None] | None = None,
            like: str | Path | None = None, limit: int | None = None,
            cancelled: Callable[[], bool] | None = None) -> SearchResult:
     """Search mappings of ``program`` onto ``width`` x ``height`` PEs within ``budget``
-    seconds; simulate the best ``top`` that compile (``workers``/``scheduler``: on Dask,
-    as ``dtg.sweep.run_sweep``). ``progress(phase, done, total)`` is told how it goes.
+    seconds; compile in rank order and simulate, in rounds, as many as the budget allows
+    or ``top`` of them (``workers``/``scheduler``: on Dask, as ``dtg.sweep.run_sweep``).
+    ``progress(phase, done, total)`` is told how it goes.
     ``like``: a mapping whose choice of resident and streamed tensors the candidates
     keep (to compare with it on the same terms). ``limit``: consider at most that many
     candidate mappings. ``cancelled()`` true stops the search with what it has (the
@@ -170,16 +174,57 @@ def search(program: str | Path, width: int, height: int, *,
     found = _enumerate(model, width, height, kinds, config, result, limit,
                        lambda: halted("enumeration", 0.5), say)
     found.sort(key=lambda f: (not f.even, f.bound, f.pes))
-    batch: list[Found] = []
+    simulated: list[Found] = []
+    order = iter(found)
     seen: set[str] = set()
-    for f in found:
-        if len(batch) >= top or result.interrupted or halted("compilation", 0.7):
+    last_round = 0.0
+    while not result.interrupted:
+        # a round starts only when one as long as the last still fits the budget
+        began = time.monotonic()
+        if top is not None and result.compiled >= top:
             break
+        if began - start + last_round > budget:
+            left = any(f.text not in seen for f in found)
+            if left and "compilation" not in result.out_of_time:
+                result.out_of_time.append("compilation")
+            break
+        batch = _compile_round(order, seen, loaded, model, config, result, say,
+                               ROUND if top is None else min(ROUND, top - result.compiled),
+                               lambda: halted("compilation", 1.0))
+        if not batch:
+            break
+        say("simulate", 0, len(batch))
+        _simulate(program, batch, params, fabric, scheduler, workers, result,
+                  start + budget, cancelled, say)
+        simulated += batch
+        last_round = time.monotonic() - began
+        if "simulation" in result.out_of_time:
+            break
+    batch = simulated
+    result.ranked = sorted((f for f in batch if f.cycles is not None),
+                           key=lambda f: (not f.verified, f.cycles, f.bound))
+    result.seconds = round(time.monotonic() - start, 2)
+    return result
+
+
+ROUND = 5  # candidates compiled, then simulated, in one round
+
+
+def _compile_round(order: Iterator[Found], seen: set[str], loaded: Program, model: PolyModel,
+                   config: FabricConfig, result: SearchResult,
+                   say: Callable[[str, int, int], None], size: int,
+                   halted: Callable[[], bool]) -> list[Found]:
+    """The next ``size`` candidates in rank order that compile (fewer when the ranking
+    or the time runs out)."""
+    batch: list[Found] = []
+    for f in order:
         if f.text in seen:
             continue
+        if result.interrupted or halted():
+            break
         seen.add(f.text)
         result.tried += 1
-        say("compile", result.tried, top)
+        say("compile", result.tried, 0)
         try:
             compile_mapping(loaded, _validate(f.text, model), fabric=config)
         except DtgError as err:
@@ -188,14 +233,9 @@ def search(program: str | Path, width: int, height: int, *,
         f.compiled = True
         result.compiled += 1
         batch.append(f)
-    if batch and not result.interrupted:
-        say("simulate", 0, len(batch))
-        _simulate(program, batch, params, fabric, scheduler, workers, result,
-                  start + budget, cancelled, say)
-    result.ranked = sorted((f for f in batch if f.cycles is not None),
-                           key=lambda f: (not f.verified, f.cycles, f.bound))
-    result.seconds = round(time.monotonic() - start, 2)
-    return result
+        if len(batch) >= size:
+            break
+    return batch
 
 
 def _enumerate(model: PolyModel, width: int, height: int, kinds: dict[str, bool] | None,
