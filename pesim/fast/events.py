@@ -48,6 +48,7 @@ from dtg.pesim.fast.layout import (
     EV_FIRE,
     F_BUFFER,
     F_HOP,
+    F_LAST_FIRST,
     G_EID,
     G_HEAP,
     G_HOPS,
@@ -103,7 +104,12 @@ from dtg.pesim.fast.layout import (
 @internal
 def _before(s: State, i: int, j: int) -> bool:
     t, u = s.heap_time[i], s.heap_time[j]
-    return t < u or (t == u and s.heap_key[i] < s.heap_key[j])
+    if t != u:
+        return t < u
+    a, b = s.heap_key[i], s.heap_key[j]
+    if s.settings[F_LAST_FIRST] and a >> PRIORITY_SHIFT == b >> PRIORITY_SHIFT:
+        return a > b
+    return a < b
 
 
 @internal

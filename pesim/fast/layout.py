@@ -61,8 +61,11 @@ GLOBAL_FIELDS = 8
 ERROR_ARGS = 16
 
 # ----------------------------------------------------------- fabric settings
-(F_BUFFER, F_HOP, F_DISPATCH, F_SCALAR_OP, F_STARTUP, F_LIMIT) = range(6)
-SETTINGS = 6
+(F_BUFFER, F_HOP, F_DISPATCH, F_SCALAR_OP, F_STARTUP, F_LIMIT, F_LAST_FIRST) = range(7)
+SETTINGS = 7
+# F_LAST_FIRST = 1 runs simultaneous events of equal priority last scheduled, first run:
+# not simpy's order, so figures of contended cycles change (the tests' proof that a
+# comparison of the engines can fail)
 
 # events: kinds and priorities (as simpy's URGENT and NORMAL)
 EV_FIRE, EV_CORE, EV_FAIL = range(3)
