@@ -14,6 +14,7 @@ from rich.table import Table
 from dtg.codegen.peir import PeModule
 from dtg.lair.cli import report_header
 from dtg.lair.files import write_atomically
+from dtg.lair.limits import counted
 from dtg.pesim.run import RunOutcome
 from dtg.pesim.sim import PeStats
 
@@ -168,7 +169,7 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
     links = report["links"]
     if links:
         top = max(links.items(), key=lambda kv: kv[1]["wavelets"])
-        table.add_row("busiest link", f"{top[0]}: {top[1]['wavelets']} wavelets "
+        table.add_row("busiest link", f"{top[0]}: {counted(top[1]['wavelets'], 'wavelet')} "
                                       f"({top[1]['utilization']:.0%})")
     table.add_row("simulation", f"{report['events']} events in {report['wall_seconds']:.2f} s")
     console.print(table)

@@ -35,7 +35,7 @@ from dtg.lair.interp import (
     random_inputs,
 )
 from dtg.lair.interp import run as reference_run
-from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS
+from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS, counted
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
@@ -208,7 +208,8 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
             where = tuple(int(i) for i in np.argwhere(~ok)[0])
             at = "".join(f"[{i}]" for i in where)
             mismatch = (f"{name}{at} = {float(got[where])}, expected {float(want[where])} "
-                        f"({int(np.count_nonzero(~ok))} of {ok.size} elements differ)")
+                        f"({int(np.count_nonzero(~ok))} of {counted(ok.size, 'element')} "
+                        "differ)")
     return Comparison(mismatch is None, exact, worst, mismatch, reason)
 
 
