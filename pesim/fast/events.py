@@ -351,17 +351,27 @@ def push_trigger(s: State, c: int, t: int, task: int, color: int) -> None:
     s.core[c, TRIGGER_COUNT] = n + 1
     while i > 0:
         parent = (i - 1) >> 1
-        a, b = base + i, base + parent
-        if s.trig_t[a] > s.trig_t[b] or (s.trig_t[a] == s.trig_t[b]
-                                         and s.trig_seq[a] > s.trig_seq[b]):
+        if not _trigger_before(s, base + i, base + parent):
             break
-        s.trig_t[a], s.trig_t[b] = s.trig_t[b], s.trig_t[a]
-        s.trig_seq[a], s.trig_seq[b] = s.trig_seq[b], s.trig_seq[a]
-        s.trig_task[a], s.trig_task[b] = s.trig_task[b], s.trig_task[a]
-        s.trig_color[a], s.trig_color[b] = s.trig_color[b], s.trig_color[a]
+        _trigger_swap(s, base + i, base + parent)
         i = parent
     if s.core[c, WAKE_KIND] == K_IDLE and s.core[c, WAKE] == SIGNAL_PENDING:
         fire_core(s, c)
+
+
+@internal
+def _trigger_before(s: State, a: int, b: int) -> bool:
+    """Trigger ``a`` comes before ``b``: by time, then by sequence number."""
+    return s.trig_t[a] < s.trig_t[b] or (s.trig_t[a] == s.trig_t[b]
+                                         and s.trig_seq[a] < s.trig_seq[b])
+
+
+@internal
+def _trigger_swap(s: State, a: int, b: int) -> None:
+    s.trig_t[a], s.trig_t[b] = s.trig_t[b], s.trig_t[a]
+    s.trig_seq[a], s.trig_seq[b] = s.trig_seq[b], s.trig_seq[a]
+    s.trig_task[a], s.trig_task[b] = s.trig_task[b], s.trig_task[a]
+    s.trig_color[a], s.trig_color[b] = s.trig_color[b], s.trig_color[a]
 
 
 @internal
@@ -382,20 +392,11 @@ def pop_trigger(s: State, c: int) -> tuple[int, int]:
             if left >= n:
                 break
             child = left
-            r = left + 1
-            if r < n:
-                a, b = base + r, base + left
-                if s.trig_t[a] < s.trig_t[b] or (s.trig_t[a] == s.trig_t[b]
-                                                 and s.trig_seq[a] < s.trig_seq[b]):
-                    child = r
-            a, b = base + child, base + i
-            if s.trig_t[a] > s.trig_t[b] or (s.trig_t[a] == s.trig_t[b]
-                                             and s.trig_seq[a] > s.trig_seq[b]):
+            if left + 1 < n and _trigger_before(s, base + left + 1, base + left):
+                child = left + 1
+            if not _trigger_before(s, base + child, base + i):
                 break
-            s.trig_t[a], s.trig_t[b] = s.trig_t[b], s.trig_t[a]
-            s.trig_seq[a], s.trig_seq[b] = s.trig_seq[b], s.trig_seq[a]
-            s.trig_task[a], s.trig_task[b] = s.trig_task[b], s.trig_task[a]
-            s.trig_color[a], s.trig_color[b] = s.trig_color[b], s.trig_color[a]
+            _trigger_swap(s, base + child, base + i)
             i = child
     return task, color
 
