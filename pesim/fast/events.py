@@ -197,41 +197,45 @@ def _release(s: State, waiters: np.ndarray, base: int, n: int) -> None:
 
 
 @internal
-def release_buffer(s: State, b: int) -> None:
-    n = s.buffer[b, B_WAITERS]
+def _take_waiters(s: State, table: np.ndarray, row: int, field: int, pool: np.ndarray) -> None:
+    """Empty the waiter list of ``table[row]`` and wake its waiters."""
+    n = table[row, field]
     if n:
-        s.buffer[b, B_WAITERS] = 0
-        _release(s, s.buffer_waiters, b * MAX_WAITERS, n)
+        table[row, field] = 0
+        _release(s, pool, row * MAX_WAITERS, n)
 
 
 @internal
-def release_queue(s: State, q: int) -> None:
-    n = s.queue[q, Q_WAITERS]
-    if n:
-        s.queue[q, Q_WAITERS] = 0
-        _release(s, s.queue_waiters, q * MAX_WAITERS, n)
-
-
-@internal
-def wait_on_buffer(s: State, b: int, waiter: int) -> None:
-    n = s.buffer[b, B_WAITERS]
+def _add_waiter(s: State, table: np.ndarray, row: int, field: int, pool: np.ndarray,
+                waiter: int) -> None:
+    """Append ``waiter`` to the waiter list of ``table[row]``."""
+    n = table[row, field]
     if n >= MAX_WAITERS:
         s.error[0] = E_INTERNAL
         s.error[1] = 2
         raise FastError()
-    s.buffer_waiters[b * MAX_WAITERS + n] = waiter
-    s.buffer[b, B_WAITERS] = n + 1
+    pool[row * MAX_WAITERS + n] = waiter
+    table[row, field] = n + 1
+
+
+@internal
+def release_buffer(s: State, b: int) -> None:
+    _take_waiters(s, s.buffer, b, B_WAITERS, s.buffer_waiters)
+
+
+@internal
+def release_queue(s: State, q: int) -> None:
+    _take_waiters(s, s.queue, q, Q_WAITERS, s.queue_waiters)
+
+
+@internal
+def wait_on_buffer(s: State, b: int, waiter: int) -> None:
+    _add_waiter(s, s.buffer, b, B_WAITERS, s.buffer_waiters, waiter)
 
 
 @internal
 def _wait_on_queue(s: State, q: int, b: int) -> None:
-    n = s.queue[q, Q_WAITERS]
-    if n >= MAX_WAITERS:
-        s.error[0] = E_INTERNAL
-        s.error[1] = 3
-        raise FastError()
-    s.queue_waiters[q * MAX_WAITERS + n] = b
-    s.queue[q, Q_WAITERS] = n + 1
+    _add_waiter(s, s.queue, q, Q_WAITERS, s.queue_waiters, b)
 
 
 # ------------------------------------------------------------ router buffers
