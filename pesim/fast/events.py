@@ -1,4 +1,4 @@
-"""The compiled engine's event queue and fabric: routers, links, core queues, sinks.
+"""The compiled engine's fabric: routers, links, core queues, sinks.
 
 Each function mirrors the method of the simpy engine named in its docstring
 (:mod:`pesim.routers`, :mod:`pesim.core`, :mod:`pesim.clock`), statement for statement,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from dtg.pesim.fast import f16
+from dtg.pesim.fast.calendar import schedule_event
 from dtg.pesim.fast.errors import (
     E_CYCLE_ROUTE,
     E_INTERNAL,
@@ -48,9 +49,6 @@ from dtg.pesim.fast.layout import (
     EV_FIRE,
     F_BUFFER,
     F_HOP,
-    F_LAST_FIRST,
-    G_EID,
-    G_HEAP,
     G_HOPS,
     G_NOW,
     K_IDLE,
@@ -59,8 +57,6 @@ from dtg.pesim.fast.layout import (
     MAX_WAITERS,
     NO_INDEX,
     NONE,
-    NORMAL,
-    PRIORITY_SHIFT,
     PROGRAM,
     Q_ARRIVAL,
     Q_BASE,
@@ -98,86 +94,20 @@ from dtg.pesim.fast.layout import (
     State,
 )
 
-# ------------------------------------------------------------------ the event heap
-
-
-@internal
-def _before(s: State, i: int, j: int) -> bool:
-    t, u = s.heap_time[i], s.heap_time[j]
-    if t != u:
-        return t < u
-    a, b = s.heap_key[i], s.heap_key[j]
-    if s.settings[F_LAST_FIRST] and a >> PRIORITY_SHIFT == b >> PRIORITY_SHIFT:
-        return a > b
-    return a < b
-
-
-@internal
-def _swap(s: State, i: int, j: int) -> None:
-    s.heap_time[i], s.heap_time[j] = s.heap_time[j], s.heap_time[i]
-    s.heap_key[i], s.heap_key[j] = s.heap_key[j], s.heap_key[i]
-    s.heap_kind[i], s.heap_kind[j] = s.heap_kind[j], s.heap_kind[i]
-    s.heap_obj[i], s.heap_obj[j] = s.heap_obj[j], s.heap_obj[i]
-
-
-@internal
-def schedule_event(s: State, time: int, priority: int, kind: int, obj: int) -> None:
-    """Push an event with the next sequence number (simpy's ``heappush`` with
-    ``next(env._eid)``)."""
-    n = s.g[G_HEAP]
-    if n >= s.heap_time.size:
-        s.error[0] = E_INTERNAL
-        s.error[1] = 1
-        raise FastError()
-    s.heap_time[n] = time
-    s.heap_key[n] = (priority << PRIORITY_SHIFT) | s.g[G_EID]
-    s.g[G_EID] += 1
-    s.heap_kind[n] = kind
-    s.heap_obj[n] = obj
-    s.g[G_HEAP] = n + 1
-    while n > 0:
-        parent = (n - 1) >> 1
-        if not _before(s, n, parent):
-            break
-        _swap(s, n, parent)
-        n = parent
-
-
-@internal
-def pop_event(s: State) -> None:
-    """Remove the first event (its fields were read at index 0)."""
-    n = s.g[G_HEAP] - 1
-    s.g[G_HEAP] = n
-    if n == 0:
-        return
-    _swap(s, 0, n)
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= n:
-            break
-        child = left
-        if left + 1 < n and _before(s, left + 1, left):
-            child = left + 1
-        if not _before(s, child, i):
-            break
-        _swap(s, i, child)
-        i = child
-
 
 @internal
 def fire_core(s: State, c: int) -> None:
     """``Wake.fire`` of the signal core ``c`` waits on: it resumes in this cycle,
     after the events already scheduled for it."""
     s.core[c, WAKE] = SIGNAL_FIRED
-    schedule_event(s, s.g[G_NOW], NORMAL, EV_CORE, c)
+    schedule_event(s, s.g[G_NOW], EV_CORE, c)
 
 
 @internal
 def schedule(s: State, b: int, delay: int) -> None:
     """``Fabric.schedule``: the buffer tries to forward ``delay`` cycles from now."""
     s.buffer[b, B_SCHEDULED] = 1
-    schedule_event(s, s.g[G_NOW] + delay, NORMAL, EV_FIRE, b)
+    schedule_event(s, s.g[G_NOW] + delay, EV_FIRE, b)
 
 
 @internal

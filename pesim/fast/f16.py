@@ -14,35 +14,53 @@ from __future__ import annotations
 
 import numpy as np
 
-from dtg.pesim.fast.jit import compiled
+from dtg.pesim.fast.jit import compiled, inlined
 
 _SIGN = np.uint64(1) << np.uint64(63)
 _SIGNIFICAND = (np.uint64(1) << np.uint64(52)) - np.uint64(1)
+_MAGNITUDE = _SIGN - np.uint64(1)
+_SUBNORMAL_UNIT = 2.0 ** -24
+# float64 exponents (biased) of the numbers that are normal float16s before rounding
+_NORMAL_LOW, _NORMAL_HIGH = np.uint64(1023 - 14), np.uint64(1023 + 15)
+_OVERFLOW = np.uint64(1023 + 16) << np.uint64(52)  # 2**16 (rounded: past the largest)
 
 
-@compiled
+@inlined
 def widen(h: np.uint16) -> float:
     """The float16 with bit pattern ``h`` as a float64 (exact)."""
-    bits = np.int64(h)
-    sign = -1.0 if bits & 0x8000 else 1.0
-    exponent = (bits >> 10) & 0x1F
-    significand = bits & 0x3FF
+    bits = np.uint32(h)
+    exponent = (bits >> np.uint32(10)) & np.uint32(0x1F)
+    if 0 < exponent < 0x1F:  # normal: the same number as a float32, rebiased
+        single = np.uint32(((bits & np.uint32(0x8000)) << np.uint32(16))
+                           | (((bits & np.uint32(0x7FFF)) + np.uint32(0x1C000)) << np.uint32(13)))
+        return np.float64(single.view(np.float32))
+    sign = -1.0 if bits & np.uint32(0x8000) else 1.0
+    significand = np.int64(bits & np.uint32(0x3FF))
     if exponent == 0:
-        return sign * significand * 2.0 ** -24
-    if exponent == 0x1F:
-        if significand == 0:
-            return sign * np.inf
-        # a NaN keeps its sign and payload (as numpy's float32 arithmetic does)
-        nan = np.uint64((np.uint64(bits & 0x8000) << np.uint64(48))
-                        | np.uint64(0x7FF0000000000000) | (np.uint64(significand) << np.uint64(42)))
-        return nan.view(np.float64)
-    return sign * (1024 + significand) * 2.0 ** (exponent - 25)
+        return sign * significand * _SUBNORMAL_UNIT
+    if significand == 0:
+        return sign * np.inf
+    # a NaN keeps its sign and payload (as numpy's float32 arithmetic does)
+    nan = np.uint64((np.uint64(bits & np.uint32(0x8000)) << np.uint64(48))
+                    | np.uint64(0x7FF0000000000000) | (np.uint64(significand) << np.uint64(42)))
+    return nan.view(np.float64)
 
 
 @compiled
 def narrow(x: float) -> np.uint16:
     """``x`` rounded to float16 (to nearest, ties to even), as its bit pattern."""
     bits = np.float64(x).view(np.uint64)
+    field = (bits >> np.uint64(52)) & np.uint64(0x7FF)
+    if _NORMAL_LOW <= field <= _NORMAL_HIGH:
+        # the common case: round the significand to 10 bits in place (a carry moves to
+        # the exponent, past the largest finite float16 to infinity's pattern)
+        magnitude = bits & _MAGNITUDE
+        magnitude = np.uint64(magnitude + np.uint64((1 << 41) - 1)
+                              + ((magnitude >> np.uint64(42)) & np.uint64(1)))
+        h = (magnitude >> np.uint64(42)) - np.uint64((1023 - 15) << 10)
+        if h > np.uint64(0x7C00):
+            h = np.uint64(0x7C00)
+        return np.uint16(((bits >> np.uint64(48)) & np.uint64(0x8000)) | h)
     sign = np.uint16(0x8000) if bits & _SIGN else np.uint16(0)
     exponent = np.int64((bits >> np.uint64(52)) & np.uint64(0x7FF))
     significand = np.int64(bits & _SIGNIFICAND)
@@ -78,6 +96,24 @@ def narrow(x: float) -> np.uint16:
     if biased >= 31:
         return sign | np.uint16(0x7C00)
     return sign | np.uint16((biased << 10) | (kept - 1024))
+
+
+@inlined
+def rounded(x: float) -> float:
+    """``x`` rounded to the nearest float16 (ties to even), as a float64: the value of
+    ``widen(narrow(x))``, in a few integer operations where the result is normal."""
+    bits = np.float64(x).view(np.uint64)
+    biased = (bits >> np.uint64(52)) & np.uint64(0x7FF)
+    if not _NORMAL_LOW <= biased <= _NORMAL_HIGH:
+        return widen(narrow(x))
+    magnitude = bits & _MAGNITUDE
+    magnitude = np.uint64(magnitude + np.uint64((1 << 41) - 1)
+                          + ((magnitude >> np.uint64(42)) & np.uint64(1)))
+    magnitude &= ~np.uint64((1 << 42) - 1)
+    if magnitude >= _OVERFLOW:
+        return -np.inf if bits & _SIGN else np.inf
+    result = np.uint64((bits & _SIGN) | magnitude)
+    return result.view(np.float64)
 
 
 @compiled

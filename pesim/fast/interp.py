@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from dtg.pesim.fast import f16
+from dtg.pesim.fast.calendar import schedule_event
 from dtg.pesim.fast.errors import (
     E_CYCLE_LIMIT,
     E_DATA_NO_INDEX,
@@ -37,11 +38,10 @@ from dtg.pesim.fast.events import (
     pop_trigger,
     pump,
     push_trigger,
-    schedule_event,
     take,
     wait_on_buffer,
 )
-from dtg.pesim.fast.jit import compiled, internal
+from dtg.pesim.fast.jit import compiled, inlined, internal
 from dtg.pesim.fast.layout import (
     ARRAYS,
     B_CAP,
@@ -70,7 +70,6 @@ from dtg.pesim.fast.layout import (
     K_TIMEOUT,
     NO_INDEX,
     NONE,
-    NORMAL,
     P_BUF,
     P_INDEX,
     PC,
@@ -199,11 +198,11 @@ from dtg.pesim.fast.lower import ADD as STORE_ADD
 # ----------------------------------------------------------------- arithmetic
 
 
-@internal
+@inlined
 def rounded(x: float, dtype: int) -> float:
     """``x`` rounded to float32 or float16 (held in a float64)."""
     if dtype == F16:
-        return f16.widen(f16.narrow(x))
+        return f16.rounded(x)
     return np.float64(np.float32(x))
 
 
@@ -395,7 +394,7 @@ def check_limit(s: State, c: int) -> None:
 @internal
 def timeout(s: State, c: int, delay: int) -> None:
     s.core[c, WAKE_KIND] = K_TIMEOUT
-    schedule_event(s, s.g[G_NOW] + delay, NORMAL, EV_CORE, c)
+    schedule_event(s, s.g[G_NOW] + delay, EV_CORE, c)
 
 
 @internal
@@ -807,7 +806,7 @@ def _operand(p: Program, s: State, c: int, config: int, row: int, k: int, e: int
     return x if p.arrays[array_row, 0] == dtype else rounded(x, dtype)
 
 
-@internal
+@inlined
 def _compute(op: int, d: float, a: float, b: float, dtype: int) -> float:
     """One element of a SIMD operation (code.elementwise), in the compute type."""
     if op == OP_FMAC:

@@ -42,3 +42,9 @@ def compiled(fn: F) -> F:
 
 def internal(fn: F) -> F:
     return numba.njit(cache=True, no_cpython_wrapper=True)(fn)  # type: ignore[call-overload]
+
+
+def inlined(fn: F) -> F:
+    """For the arithmetic of the innermost loops: numba inlines the function into each
+    caller (a call per element costs more than the operation)."""
+    return numba.njit(cache=True, inline="always")(fn)  # type: ignore[return-value]

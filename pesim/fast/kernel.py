@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from dtg.pesim.fast.calendar import next_time, pop_event, schedule_event
 from dtg.pesim.fast.errors import FastError
-from dtg.pesim.fast.events import forward, pop_event, schedule_event
+from dtg.pesim.fast.events import forward
 from dtg.pesim.fast.interp import run_core
 from dtg.pesim.fast.jit import compiled, internal
 from dtg.pesim.fast.layout import (
@@ -18,14 +19,15 @@ from dtg.pesim.fast.layout import (
     F_LIMIT,
     G_EVENTS,
     G_FAILED,
-    G_HEAP,
     G_NOW,
-    NORMAL,
+    G_PENDING,
     Program,
     ProgramRef,
     State,
     StateRef,
+    borrowed,
 )
+from dtg.pesim.fast.view import view
 
 DONE, SLICE_ENDED, PAST_LIMIT = range(3)
 
@@ -40,7 +42,7 @@ def _fail(s: State, c: int) -> None:
         s.deferred[:] = s.error
         s.g[G_FAILED] = c
     s.error[:] = 0
-    schedule_event(s, s.g[G_NOW], NORMAL, EV_FAIL, c)
+    schedule_event(s, s.g[G_NOW], EV_FAIL, c)
 
 
 @compiled
@@ -48,21 +50,22 @@ def run_slice(p: Program, s: State, events: int, istack: np.ndarray,
               fstack: np.ndarray) -> int:
     """Run up to ``events`` events; DONE when none is left, PAST_LIMIT when the next one
     lies beyond the cycle limit, SLICE_ENDED otherwise. Errors raise FastError."""
-    return _run(ProgramRef(*p), StateRef(*s), events, istack, fstack)  # type: ignore[arg-type]
+    return _run(ProgramRef(*borrowed(p)), StateRef(*borrowed(s)), events, istack, fstack)  # type: ignore[arg-type]
 
 
 @internal
-def _run(p: Program, s: State, events: int, istack: np.ndarray, fstack: np.ndarray) -> int:
+def _run(program: Program, state: State, events: int, istack: np.ndarray,
+         fstack: np.ndarray) -> int:
+    p, s = view(program), view(state)
     limit = s.settings[F_LIMIT]
     for _ in range(events):
-        if s.g[G_HEAP] == 0:
+        if s.g[G_PENDING] == 0:
             return DONE
-        t = s.heap_time[0]
+        t = next_time(s)
         if t > limit:
             return PAST_LIMIT
-        kind, obj = s.heap_kind[0], s.heap_obj[0]
-        pop_event(s)
-        s.g[G_NOW] = t
+        what = pop_event(s, t)
+        kind, obj = what & 3, what >> 2
         s.g[G_EVENTS] += 1
         if kind == EV_FIRE:
             forward(s, p, obj)
@@ -77,4 +80,17 @@ def _run(p: Program, s: State, events: int, istack: np.ndarray, fstack: np.ndarr
     return SLICE_ENDED
 
 
-__all__ = ["DONE", "EV_CORE", "EV_FIRE", "PAST_LIMIT", "SLICE_ENDED", "run_slice"]
+@compiled
+def start(s: State, times: np.ndarray, kinds: np.ndarray, objs: np.ndarray) -> None:
+    """Schedule the run's first events, in the order given."""
+    _start(StateRef(*borrowed(s)), times, kinds, objs)  # type: ignore[arg-type]
+
+
+@internal
+def _start(state: State, times: np.ndarray, kinds: np.ndarray, objs: np.ndarray) -> None:
+    s = view(state)
+    for i in range(times.size):
+        schedule_event(s, times[i], kinds[i], objs[i])
+
+
+__all__ = ["DONE", "EV_CORE", "EV_FIRE", "PAST_LIMIT", "SLICE_ENDED", "run_slice", "start"]

@@ -9,11 +9,14 @@ kilobytes of objects. Field names are module constants: ``core[c, CLOCK]``.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numba import types
+from numba.core import cgutils
 from numba.experimental import structref
+from numba.extending import intrinsic
 
 # ----------------------------------------------------------------- core fields
 (PC, PHASE, PROGRAM, CLOCK, BUSY, SCALAR, SIMD_OPS, SIMD_RUNS, FLOPS, SIMD_FLOPS, SENT,
@@ -56,8 +59,9 @@ PORTS = ("N", "S", "E", "W", "RAMP", "OUT")
 SINK_FIELDS = 8
 
 # ------------------------------------------------------------------ globals
-(G_NOW, G_EID, G_HEAP, G_EVENTS, G_ERROR, G_CONTEXT, G_FAILED, G_HOPS) = range(8)
-GLOBAL_FIELDS = 8
+(G_NOW, G_EID, G_PENDING, G_EVENTS, G_ERROR, G_CONTEXT, G_FAILED, G_HOPS, G_FREE, G_LATE
+ ) = range(10)
+GLOBAL_FIELDS = 10
 ERROR_ARGS = 16
 
 # ----------------------------------------------------------- fabric settings
@@ -67,10 +71,9 @@ SETTINGS = 7
 # not simpy's order, so figures of contended cycles change (the tests' proof that a
 # comparison of the engines can fail)
 
-# events: kinds and priorities (as simpy's URGENT and NORMAL)
+# events: kinds (an event is ``obj << 2 | kind``), the cycles of the calendar's wheel
 EV_FIRE, EV_CORE, EV_FAIL = range(3)
-URGENT, NORMAL = 0, 1
-PRIORITY_SHIFT = 60  # heap key: priority << 60 | sequence number
+WHEEL = 4096
 
 NO_INDEX = np.iinfo(np.int64).min  # a wavelet without an index
 
@@ -83,11 +86,17 @@ class State(NamedTuple):
     deferred: np.ndarray  # int64 [ERROR_ARGS]: the first error of a core, reported when
     # its failure event comes (simpy raises a process's error when that event runs)
     settings: np.ndarray  # int64 [SETTINGS]
-    # event heap: time, key (priority and sequence), kind, object
-    heap_time: np.ndarray
-    heap_key: np.ndarray
-    heap_kind: np.ndarray
-    heap_obj: np.ndarray
+    # the event calendar (pesim.fast.calendar): a list of events per cycle of the
+    # wheel (first and last node, a bit per slot in use), the nodes (next, event) and
+    # the heap of events beyond the wheel (time, sequence number, event)
+    slot_head: np.ndarray
+    slot_tail: np.ndarray
+    slot_bits: np.ndarray  # uint64
+    ev_next: np.ndarray
+    ev_what: np.ndarray
+    late_time: np.ndarray
+    late_seq: np.ndarray
+    late_what: np.ndarray
     core: np.ndarray  # int64 [cores, CORE_FIELDS]
     value: np.ndarray  # float64 [cores]: the wavelet of the running data task
     env: np.ndarray  # int64 pool: each core's integer variables
@@ -175,3 +184,22 @@ class ProgramRef(structref.StructRefProxy):
 
 structref.define_proxy(StateRef, _StateRefType, list(State._fields))
 structref.define_proxy(ProgramRef, _ProgramRefType, list(Program._fields))
+
+
+def _borrowed(typingctx: Any, arrays: Any) -> Any:
+    """The same tuple of arrays with their owners forgotten (a null meminfo), for use
+    while the caller holds the originals. numba counts references to an array with an
+    atomic increment and decrement on every access through a structure; for arrays
+    without an owner both are a test of a null pointer, which made the event loop
+    several times faster."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        out = args[0]
+        for i, typ in enumerate(signature.args[0]):
+            ary = context.make_array(typ)(context, builder, builder.extract_value(out, i))
+            ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+            out = builder.insert_value(out, ary._getvalue(), i)
+        return out
+    return arrays(arrays), codegen
+
+
+borrowed = cast(Callable[[Any], Any], intrinsic(_borrowed))

@@ -14,6 +14,7 @@ import numpy as np
 
 from dtg.codegen.peir import PeModule
 from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.fast import calendar, kernel
 from dtg.pesim.fast.errors import E_LEAVES_MESH, E_NO_ROUTE_DOWN, E_NO_ROUTE_ENTRY
 from dtg.pesim.fast.layout import (
     ARRAYS,
@@ -44,8 +45,7 @@ from dtg.pesim.fast.layout import (
     F_LIMIT,
     F_SCALAR_OP,
     F_STARTUP,
-    G_EID,
-    G_HEAP,
+    G_FREE,
     GLOBAL_FIELDS,
     MAX_TARGETS,
     MAX_WAITERS,
@@ -55,7 +55,6 @@ from dtg.pesim.fast.layout import (
     PE_X_ABS,
     PE_Y_ABS,
     PORTS,
-    PRIORITY_SHIFT,
     PROFILE,
     PROGRAM,
     Q_BATCHED,
@@ -305,28 +304,23 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
 
     # ------------------------------------------------------------ first events
     queue = run.env._queue
-    heap = len(queue)
-    capacity = nb + 2 * n + 16
-    heap_time = np.zeros(capacity, dtype=np.int64)
-    heap_key = np.zeros(capacity, dtype=np.int64)
-    heap_kind = np.zeros(capacity, dtype=np.int64)
-    heap_obj = np.zeros(capacity, dtype=np.int64)
+    first = sorted(queue)  # (time, priority, sequence number, event): as simpy runs them
+    times = np.array([e[0] for e in first], dtype=np.int64)
+    kinds = np.zeros(len(first), dtype=np.int64)
+    objs = np.zeros(len(first), dtype=np.int64)
     source_row = {id(b): n_router + k for k, b in enumerate(sources)}
     inits = sorted((entry for entry in queue if not hasattr(entry[3], "clock")),
                    key=lambda e: e[2])
     init_core = {id(e[3]): k for k, e in enumerate(inits)}  # in order of creation
-    for i, (time, priority, eid, event) in enumerate(sorted(queue)):
-        heap_time[i] = time
-        heap_key[i] = (priority << PRIORITY_SHIFT) | eid
+    for i, (_, _, _, event) in enumerate(first):
         if id(event) in init_core:
-            heap_kind[i], heap_obj[i] = EV_CORE, init_core[id(event)]
+            kinds[i], objs[i] = EV_CORE, init_core[id(event)]
         else:
             buf = event.callbacks[0].__self__
-            heap_kind[i], heap_obj[i] = EV_FIRE, source_row[id(buf)]
+            kinds[i], objs[i] = EV_FIRE, source_row[id(buf)]
             buffer[source_row[id(buf)], B_SCHEDULED] = 1
     g = np.zeros(GLOBAL_FIELDS, dtype=np.int64)
-    g[G_HEAP] = heap
-    g[G_EID] = max((e[2] for e in queue), default=-1) + 1
+    g[G_FREE] = 0
     settings = np.zeros(SETTINGS, dtype=np.int64)
     settings[F_BUFFER], settings[F_HOP] = cap, config.hop_cycles
     settings[F_DISPATCH], settings[F_SCALAR_OP] = config.task_dispatch, config.scalar_op
@@ -335,7 +329,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     state = State(
         g=g, error=np.zeros(ERROR_ARGS, dtype=np.int64),
         deferred=np.zeros(ERROR_ARGS, dtype=np.int64), settings=settings,
-        heap_time=heap_time, heap_key=heap_key, heap_kind=heap_kind, heap_obj=heap_obj,
+        **calendar.empty(nb + 2 * n + 16),
         core=core, value=np.zeros(n), env=np.array(env_pool, dtype=np.int64),
         stack=np.zeros(stack_size),
         trig_t=np.zeros(trig_size, dtype=np.int64), trig_seq=np.zeros(trig_size, dtype=np.int64),
@@ -360,6 +354,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         sink=sink, sink_index=np.array(sink_index, dtype=np.int64),
         sink_value=np.zeros(len(sink_index)), sink_got=np.zeros(len(sink_index), dtype=np.int8),
         sink_groups=np.array(sink_groups, dtype=np.int64))
+    kernel.start(state, times, kinds, objs)
     return state, layout
 
 

@@ -60,10 +60,27 @@ def test_narrowing_rounds_as_numpy_at_every_boundary() -> None:
     assert np.array_equal(got, want), xs[got != want][:5]
 
 
+def test_rounding_in_place_is_widening_the_narrowed() -> None:
+    xs = np.concatenate([_boundaries(), ALL.view(np.float16).astype(np.float64)])
+    got = np.array([f16.rounded(x) for x in xs])
+    want = np.array([f16.widen(f16.narrow(x)) for x in xs])
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
 @settings(max_examples=3000, deadline=None)
 @given(st.floats(allow_nan=True, allow_infinity=True, width=64))
 def test_narrowing_any_float64(x: float) -> None:
     assert _same(int(f16.narrow(x)), int(_bits(np.array([x]))[0]))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True, width=64))
+def test_rounding_any_float64(x: float) -> None:
+    with np.errstate(over="ignore"):
+        want = np.float64(np.float16(x))
+    got = f16.rounded(x)
+    assert got == want or (got != got and want != want)
+    assert np.signbit(got) == np.signbit(want)
 
 
 @settings(max_examples=3000, deadline=None)
