@@ -7,11 +7,12 @@ and the hand-written checkerboard GEMV of ``examples/handwritten/gemv_checkerboa
 generalized to any size by :func:`checkerboard_gemv` (its reference is
 ``examples/gemv/gemv.lair`` with ``M`` and ``N`` on the ``reference`` line).
 
-``--scaling`` prints how pesim scales with the mesh: the checkerboard GEMV with a 32 x 32
-tile per PE on 8 x 8, 32 x 32, 64 x 64 and 128 x 128 PEs (``--huge`` adds 632 x 632, the
-CS-1's size), each in its own process so that its peak memory is its own: simulated
-cycles, events, set-up and event-loop seconds, events/s, PE-cycles/s, wavelet-hops/s,
-max RSS, and events/s over those of a bare simpy loop timed in the same process.
+``--scaling`` prints how pesim scales with the mesh on both engines: the checkerboard
+GEMV with a 32 x 32 tile per PE on 8 x 8 to 128 x 128 PEs on the simpy engine and to
+256 x 256 on the compiled one (``--huge`` adds 632 x 632, the CS-1's size, on the
+compiled engine), each in its own process so that its peak memory is its own: simulated
+cycles, events, set-up, JIT and event-loop seconds, events/s, PE-cycles/s, max RSS, and
+the ratio of the two engines' whole simulations.
 """
 
 from __future__ import annotations
@@ -130,63 +131,91 @@ def bare_simpy_rate(events: int = 200_000) -> float:
     return events / (time.perf_counter() - t0)
 
 
-def one_size(pes: int, tile: int = 32) -> dict[str, float]:
+def one_size(pes: int, engine: str, tile: int = 32) -> dict[str, float]:
     """Simulate the checkerboard GEMV with a ``tile`` x ``tile`` block per PE on
-    ``pes`` x ``pes`` PEs in this process; its figures as a dict."""
+    ``pes`` x ``pes`` PEs in this process on ``engine``; its figures as a dict."""
     from dtg.pesim import sim
+    from dtg.pesim.fast import engine as fast
 
+    jit = 0.0
+    if engine == "fast":  # compiled, or loaded from the cache, on a small run first
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "small.pe"
+            path.write_text(checkerboard_gemv(64, 64, 2, 2))
+            t0 = time.perf_counter()
+            run_file(path, engine="fast")
+            jit = time.perf_counter() - t0
     size = pes * tile
     phases: dict[str, float] = {}
-    run_loop = sim._Run.run
+    loops = {"simpy": (sim._Run, "run"), "fast": (fast, "_drive")}
+    owner, name = loops[engine]
+    run_loop = getattr(owner, name)
 
-    def timed_loop(self: sim._Run, *args: object, **kwargs: object) -> int:
+    def timed_loop(*args: object, **kwargs: object) -> object:
         t0 = time.perf_counter()
         try:
-            return run_loop(self, *args, **kwargs)  # type: ignore[arg-type]
+            return run_loop(*args, **kwargs)
         finally:
             phases["loop"] = time.perf_counter() - t0
 
-    sim._Run.run = timed_loop  # type: ignore[method-assign]
+    setattr(owner, name, timed_loop)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gemv.pe"
         path.write_text(checkerboard_gemv(size, size, pes, pes))
         t0 = time.perf_counter()
-        outcome = run_file(path)
+        outcome = run_file(path, engine=engine)
         total = time.perf_counter() - t0
     r = outcome.result
+    assert r.engine == engine, r.engine_note
     loop = phases["loop"]
-    bare = bare_simpy_rate()
     return {
         "pes": pes, "verified": float(outcome.comparison.verified), "cycles": r.cycles,
-        "events": r.events, "setup": r.wall_seconds - loop, "loop": loop, "total": total,
+        "events": r.events, "setup": r.wall_seconds - loop, "jit": jit, "loop": loop,
+        "simulation": r.wall_seconds, "total": total,
         "events_per_s": r.events / loop, "pe_cycles_per_s": pes * pes * r.cycles / loop,
-        "hops_per_s": sum(r.links.values()) / loop, "bare_simpy": bare,
+        "hops_per_s": sum(r.links.values()) / loop, "bare_simpy": bare_simpy_rate(),
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def scaling(sizes: list[int]) -> int:
+SIMPY_SIZES = [8, 32, 64, 128]
+FAST_SIZES = [8, 32, 64, 128, 256]
+
+
+def scaling(huge: bool) -> int:
+    """Both engines on every size (the simpy engine to 128 x 128, the fast one to
+    256 x 256, and 632 x 632 with ``huge``), each run in a process of its own."""
     table = Table(title="pesim scaling: checkerboard GEMV, 32 x 32 tile per PE")
-    for name in ("PEs", "verified", "cycles", "events", "set-up s", "event loop s",
-                 "events/s", "PE-cycles/s", "wavelet-hops/s", "max RSS", "of bare simpy"):
+    for name in ("PEs", "engine", "verified", "cycles", "events", "set-up s", "JIT s",
+                 "event loop s", "events/s", "PE-cycles/s", "max RSS", "simpy / fast"):
         table.add_column(name, justify="right")
     ok = True
-    for pes in sizes:
-        proc = subprocess.run([sys.executable, __file__, "--child", str(pes)],
-                              capture_output=True, text=True, check=False)
+    whole: dict[tuple[int, str], float] = {}
+    runs = [(pes, "simpy") for pes in SIMPY_SIZES] + [(pes, "fast") for pes in FAST_SIZES]
+    runs += [(632, "fast")] if huge else []
+    runs.sort()
+    for pes, engine in runs:
+        proc = subprocess.run([sys.executable, __file__, "--child", str(pes), "--engine",
+                               engine], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            table.add_row(f"{pes} x {pes}", "failed", proc.stderr.strip()[-60:])
+            table.add_row(f"{pes} x {pes}", engine, "failed", proc.stderr.strip()[-60:])
             ok = False
             continue
         f = json.loads(proc.stdout)
         ok &= bool(f["verified"])
-        table.add_row(f"{pes} x {pes}", str(bool(f["verified"])), f"{f['cycles']:.0f}",
-                      f"{f['events']:,.0f}", f"{f['setup']:.2f}", f"{f['loop']:.2f}",
-                      f"{f['events_per_s']:,.0f}", f"{f['pe_cycles_per_s'] / 1e6:.2f} M",
-                      f"{f['hops_per_s']:,.0f}", f"{f['max_rss_mb']:,.0f} MB",
-                      f"{f['events_per_s'] / f['bare_simpy']:.3f}")
-    Console(width=160).print(table)
-    return 0 if ok else 1
+        whole[pes, engine] = f["simulation"]
+        ratio = (f"{whole[pes, 'simpy'] / f['simulation']:.1f}x"
+                 if engine == "fast" and (pes, "simpy") in whole else "")
+        table.add_row(f"{pes} x {pes}", engine, str(bool(f["verified"])), f"{f['cycles']:.0f}",
+                      f"{f['events']:,.0f}", f"{f['setup']:.2f}",
+                      f"{f['jit']:.2f}" if engine == "fast" else "",
+                      f"{f['loop']:.2f}", f"{f['events_per_s']:,.0f}",
+                      f"{f['pe_cycles_per_s'] / 1e6:.2f} M", f"{f['max_rss_mb']:,.0f} MB", ratio)
+    Console(width=170).print(table)
+    rates = {pes: whole.get((pes, "fast")) for pes in FAST_SIZES}
+    print("simpy / fast is the ratio of the whole simulation (set-up, loop and results; "
+          "the JIT before it not counted), in one run")
+    return 0 if ok and all(rates.values()) else 1
 
 
 def main() -> int:
@@ -196,16 +225,18 @@ def main() -> int:
     parser.add_argument("--px", type=int, default=32)
     parser.add_argument("--py", type=int, default=32)
     parser.add_argument("--scaling", action="store_true",
-                        help="the scaling table, 8 x 8 to 128 x 128 PEs")
+                        help="the scaling table of both engines, 8 x 8 to 256 x 256 PEs")
     parser.add_argument("--huge", action="store_true",
-                        help="with --scaling: add 632 x 632 PEs (minutes, gigabytes)")
+                        help="with --scaling: add 632 x 632 PEs on the fast engine (minutes, "
+                             "gigabytes)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="simpy", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(one_size(args.child)))
+        print(json.dumps(one_size(args.child, args.engine)))
         return 0
     if args.scaling:
-        return scaling([8, 32, 64, 128] + ([632] if args.huge else []))
+        return scaling(args.huge)
     params = {"M": args.m, "N": args.n}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gemv.pe"

@@ -30,6 +30,7 @@ from dtg.lair.parser import parse, parse_file
 from dtg.mapping.binding import split_params
 from dtg.mapping.direction import TILE_PARAMETERS
 from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
+from dtg.pesim.engines import check_engine
 from dtg.pesim.fabric import PRESETS, FabricConfig, preset
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.parser import parse_module_text
@@ -198,23 +199,27 @@ class Result:
 
 def simulate(what: Compilation | Source, *, inputs: Mapping[str, np.ndarray] | None = None,
              seed: int = 0, trace: bool = False, fabric: str | FabricConfig | None = None,
-             max_seconds: float = MAX_SECONDS) -> Result:
+             max_seconds: float = MAX_SECONDS, engine: str = "auto") -> Result:
     """Simulate a compilation (or a ``.pe`` module file) and check every output against
     the reference interpreter.
 
     ``inputs`` maps input tensor names to arrays (default: random integers from
     ``seed``, which make the comparison exact). ``trace`` records every PE's timeline
     (``Result.trace``, written by ``Result.write_trace``). ``fabric`` defaults to the one
-    the compilation was planned for.
+    the compilation was planned for. ``engine``: ``"fast"`` (compiled with numba),
+    ``"simpy"`` (the reference) or ``"auto"`` (fast where it can); the figures are the
+    same, ``Result.report()["engine"]`` says which ran and ``"engine_note"`` why not the
+    one asked for.
     """
+    check_engine(engine)
     given = None if inputs is None else "<arrays>"
     if isinstance(what, Compilation):
-        outcome = _simulate_compilation(what, inputs, seed, fabric, max_seconds, trace)
+        outcome = _simulate_compilation(what, inputs, seed, fabric, max_seconds, trace, engine)
         mapping: str | None = what.mapping.file
     else:
         config = None if fabric is None else _fabric(fabric)
         outcome = run_file(Path(what), inputs=inputs, seed=seed, config=config,
-                           max_seconds=max_seconds, trace=trace)
+                           max_seconds=max_seconds, trace=trace, engine=engine)
         mapping = None if outcome.mapping_path is None else str(outcome.mapping_path)
     module = outcome.module
     params = {**dict(module.params), **{k: v for k, v in module.mapping_params
@@ -242,7 +247,7 @@ def _inputs(program: Program, inputs: Mapping[str, np.ndarray] | None, seed: int
 
 def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | None, seed: int,
                           fabric: str | FabricConfig | None, max_seconds: float,
-                          trace: bool = False) -> RunOutcome:
+                          trace: bool = False, engine: str = "auto") -> RunOutcome:
     config = c.fabric if fabric is None else _fabric(fabric)
     # simulate exactly the text dtg-codegen prints, parsed again as a file would be
     module: PeModule
@@ -252,7 +257,7 @@ def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | Non
     verify_module(module, config, locations=locations)
     data = _inputs(c.program, inputs, seed)
     outcome = run_module(module, c.program, data, config=config, max_seconds=max_seconds,
-                         trace=trace)
+                         trace=trace, engine=engine)
     bound = mapping_bound(c.program.model, c.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
     written = None if c.mapping.file.startswith("<") else Path(c.mapping.file).resolve()

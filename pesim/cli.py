@@ -3,7 +3,8 @@
     pesim MODULE.pe | OUTDIR | - | PROG.lair [-m MAP] [--param K=V] [--no-simd]
           [--arrival A] [--reference PROG.lair] [--inputs IN.npz] [--outputs OUT.npz]
           [--seed N] [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
-          [--trace TRACE.json] [--heatmap PICTURE.png] [-I DIR] [--max-seconds S] [--quiet]
+          [--trace TRACE.json] [--heatmap PICTURE.png] [-I DIR] [--max-seconds S]
+          [--engine auto|fast|simpy] [--quiet]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
 error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch,
@@ -29,6 +30,7 @@ from dtg.lair.diagnostics import DtgError, Interrupted, SimulationError
 from dtg.lair.files import check_distinct, check_new_file, write_atomically
 from dtg.lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from dtg.lair.specialize import parse_param
+from dtg.pesim.engines import AUTO_FAST_PES, ENGINES
 from dtg.pesim.fabric import add_fabric_arguments, chosen_fabric
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.progress import ProgressBar, Watcher
@@ -87,6 +89,11 @@ def build_parser(prog: str = "pesim") -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
                         help="stop a simulation that runs longer than S seconds of wall time "
                              "(default %(default)g)")
+    parser.add_argument("--engine", choices=ENGINES, default="auto",
+                        help="the simulator: 'fast' (compiled with numba; the first run after "
+                             "install compiles it, about half a minute), 'simpy' (the "
+                             "reference) or 'auto' (default: fast on meshes of "
+                             f"{AUTO_FAST_PES} PEs and more). Both give the same figures")
     add_fabric_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bar (shown on a terminal for runs longer than a "
@@ -178,17 +185,23 @@ def simulate_args(args: argparse.Namespace, watch: Watcher | None = None,
                   claim: Claim | None = None) -> RunOutcome:
     """Load, simulate and compare as the arguments say."""
     config = chosen_fabric(args.fabric, args.config)
+
+    def notice(text: str) -> None:
+        if not args.quiet:
+            print(f"pesim: {text}", file=sys.stderr, flush=True)
+
     if is_lair(args):
         params = dict(parse_param(p) for p in args.param)
         return run_program(args.module, mapping_path=args.mapping, params=params,
                            simd=not args.no_simd, arrival=args.arrival or "batched",
                            inputs_path=args.inputs,
                            seed=args.seed or 0, config=config, max_seconds=args.max_seconds,
-                           watch=watch, trace=bool(args.trace))
+                           watch=watch, trace=bool(args.trace), engine=args.engine,
+                           notice=notice)
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
                     max_seconds=args.max_seconds, watch=watch, search=args.reference_dir,
                     trace=bool(args.trace), reference=args.reference, mapping=args.mapping,
-                    claim=claim)
+                    claim=claim, engine=args.engine, notice=notice)
 
 
 def check_usage(args: argparse.Namespace) -> None:

@@ -93,6 +93,8 @@ def build_report(outcome: RunOutcome, header: dict[str, Any] | None = None) -> d
                   else f"the outputs differ from the reference: {c.mismatch}"),
         "events": r.events,
         "wall_seconds": r.wall_seconds,
+        "engine": r.engine,
+        "engine_note": r.engine_note,
         "pe_count": len(r.pes),
         "totals": totals,
         "memory_bytes_per_pe": max(memory.values(), default=0),
@@ -171,7 +173,11 @@ def print_summary(report: dict[str, Any], console: Console | None = None) -> Non
         top = max(links.items(), key=lambda kv: kv[1]["wavelets"])
         table.add_row("busiest link", f"{top[0]}: {counted(top[1]['wavelets'], 'wavelet')} "
                                       f"({top[1]['utilization']:.0%})")
-    table.add_row("simulation", f"{report['events']} events in {report['wall_seconds']:.2f} s")
+    engine = report.get("engine", "simpy")
+    table.add_row("simulation", f"{report['events']} events in {report['wall_seconds']:.2f} s "
+                                f"({engine} engine)")
+    if report.get("engine_note"):
+        table.add_row("engine", escape(report["engine_note"]))
     console.print(table)
     if report["mismatch"]:
         console.print(f"[red]first mismatch:[/red] {report['mismatch']}")

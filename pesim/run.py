@@ -36,10 +36,11 @@ from dtg.lair.interp import (
 )
 from dtg.lair.interp import run as reference_run
 from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS, counted
+from dtg.pesim.engines import Notice, simulate
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
-from dtg.pesim.sim import SimResult, TensorInfo, check_budget, simulate
+from dtg.pesim.sim import SimResult, TensorInfo, check_budget
 from dtg.pesim.sources import (
     Claim,
     check_tensor_sizes,
@@ -216,14 +217,15 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
                reference: Path | None = None, max_seconds: float = MAX_SECONDS,
-               watch: Watcher | None = None, trace: bool = False) -> RunOutcome:
+               watch: Watcher | None = None, trace: bool = False,
+               engine: str = "auto", notice: Notice | None = None) -> RunOutcome:
     """Simulate a verified module on ``inputs`` and compare with the reference program
     (nothing is compared when the run was interrupted)."""
     graph = program.graph
     checked = check_inputs(graph, inputs)
     outputs = {t.name: TensorInfo(t.shape, t.dtype) for t in graph.outputs}
-    result = simulate(module, checked, outputs, config=config, max_seconds=max_seconds,
-                      watch=watch, trace=trace)
+    result = simulate(module, checked, outputs, engine=engine, config=config,
+                      max_seconds=max_seconds, watch=watch, trace=trace, notice=notice)
     if not result.complete:
         return RunOutcome(module, module_path, reference, checked, {}, result,
                           not_compared(result.end))
@@ -239,7 +241,8 @@ def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: i
              watch: Watcher | None = None, search: Sequence[str | Path] = (),
              trace: bool = False, reference: str | Path | None = None,
              mapping: str | Path | None = None, claim: Claim | None = None,
-             inputs: Mapping[str, np.ndarray] | None = None) -> RunOutcome:
+             inputs: Mapping[str, np.ndarray] | None = None, engine: str = "auto",
+             notice: Notice | None = None) -> RunOutcome:
     """Everything ``pesim MODULE.pe`` does before reporting: ``path`` is a module file,
     a directory holding one or ``-`` (standard input); ``search``: directories to find
     a moved module's reference program and mapping in; ``reference``, ``mapping``: name
@@ -256,7 +259,8 @@ def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: i
     data = (make_inputs(program, inputs_path=inputs_path, seed=seed) if inputs is None
             else check_inputs(program.graph, {k: np.asarray(v) for k, v in inputs.items()}))
     outcome = run_module(module, program, data, config=config, module_path=module_path,
-                         reference=ref_path, max_seconds=max_seconds, watch=watch, trace=trace)
+                         reference=ref_path, max_seconds=max_seconds, watch=watch, trace=trace,
+                         engine=engine, notice=notice)
     if map_path is None:
         return replace(outcome, bound_note=note)
     bound, note = module_bound(module, program, map_path, config,
@@ -268,7 +272,8 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 arrival: str = "batched", inputs_path: str | Path | None = None, seed: int = 0,
                 config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
-                watch: Watcher | None = None, trace: bool = False) -> RunOutcome:
+                watch: Watcher | None = None, trace: bool = False, engine: str = "auto",
+                notice: Notice | None = None) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
     from dtg.codegen.driver import compile_file, mapping_file
@@ -284,7 +289,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     outcome = run_module(module, compiled.program, inputs, config=config,
                          reference=Path(path).resolve(), max_seconds=max_seconds,
-                         watch=watch, trace=trace)
+                         watch=watch, trace=trace, engine=engine, notice=notice)
     bound = mapping_bound(compiled.program.model, compiled.mapping, config,
                           data={**outcome.inputs, **outcome.expected})
     return replace(outcome, bound=bound,

@@ -95,6 +95,8 @@ class SimResult:
     config: FabricConfig
     complete: bool = True  # False: interrupted (Ctrl-C) at ``end``; no outputs collected
     trace: Trace | None = None  # what a traced run recorded (``simulate(trace=True)``)
+    engine: str = "simpy"  # the engine that ran (pesim.engines)
+    engine_note: str | None = None  # why not the one asked for
 
     @property
     def cycles(self) -> int:

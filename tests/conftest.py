@@ -46,6 +46,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.numprocesses = 0
         config.option.dist = "no"
         config.option.tx = []
+    if not hasattr(config, "workerinput"):  # in the controller, before any worker starts
+        _compile_fast_engine()
+
+
+def _compile_fast_engine() -> None:
+    """Tests run the compiled engine in every worker: compiled (and cached) here first,
+    a new machine pays the compile once, not once per worker at the same time."""
+    from dtg.pesim.engines import needs_compiling
+
+    if not needs_compiling():
+        return
+    import dtg
+
+    print("compiling the fast engine once for the test run (about half a minute)", flush=True)
+    dtg.simulate(dtg.compile(EXAMPLES / "gemv" / "gemv.lair"), engine="fast")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -112,7 +112,8 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     links = {key: int(state.link_count[k]) for k, key in enumerate(layout.links)
              if state.link_count[k]}
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
-                     time.perf_counter() - wall, pes, links, config, complete, None)
+                     time.perf_counter() - wall, pes, links, config, complete, None,
+                     engine="fast")
 
 
 def _drive(state: State, tables: Tables, layout: Layout, run: _Run, max_seconds: float,

@@ -41,7 +41,7 @@ from dtg.pesim.fast.events import (
     take,
     wait_on_buffer,
 )
-from dtg.pesim.fast.jit import compiled, inlined, internal
+from dtg.pesim.fast.jit import compiled, internal
 from dtg.pesim.fast.layout import (
     ARRAYS,
     B_CAP,
@@ -198,7 +198,7 @@ from dtg.pesim.fast.lower import ADD as STORE_ADD
 # ----------------------------------------------------------------- arithmetic
 
 
-@inlined
+@internal
 def rounded(x: float, dtype: int) -> float:
     """``x`` rounded to float32 or float16 (held in a float64)."""
     if dtype == F16:
@@ -806,7 +806,7 @@ def _operand(p: Program, s: State, c: int, config: int, row: int, k: int, e: int
     return x if p.arrays[array_row, 0] == dtype else rounded(x, dtype)
 
 
-@inlined
+@internal
 def _compute(op: int, d: float, a: float, b: float, dtype: int) -> float:
     """One element of a SIMD operation (code.elementwise), in the compute type."""
     if op == OP_FMAC:
@@ -856,10 +856,14 @@ def _simd_memory(p: Program, s: State, c: int, config: int, row: int, scalar: fl
                 if typ2 != dtype:
                     y = rounded(y, dtype)
         at = at0 + offsets[first0 + e]
-        d = 0.0
-        if op == OP_FMAC:
+        if op == OP_FMAC:  # the common case, written out
             d = f16.widen(mem16[at]) if typ0 == F16 else np.float64(mem32[at])
-        result = scalar if op == OP_FILL else _compute(op, d, x, y, dtype)
+            if dtype == F16:
+                result = f16.rounded(d + f16.rounded(x * y))
+            else:
+                result = np.float64(np.float32(d + np.float64(np.float32(x * y))))
+        else:
+            result = scalar if op == OP_FILL else _compute(op, 0.0, x, y, dtype)
         if typ0 == F16:
             mem16[at] = f16.narrow(result)
         else:

@@ -36,6 +36,11 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
     numba.config.CACHE_DIR = str(cache_directory())  # type: ignore[attr-defined]
 
 
+def is_cached() -> bool:
+    """Whether this version of the engine has been compiled and cached already."""
+    return any(cache_directory().rglob("kernel.run_slice-*.nbi"))
+
+
 def compiled(fn: F) -> F:
     return numba.njit(cache=True)(fn)  # type: ignore[return-value]
 

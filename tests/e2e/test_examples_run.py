@@ -27,9 +27,14 @@ RUNNABLE = EXAMPLE_PROGRAMS
 PINNED = Path(__file__).with_name("pinned_cycles.json")
 
 
+# the pinned runs are checked on both engines: each must report exactly the pinned figures
+ENGINES = ["simpy", "fast"]
+
+
 @cache
-def outcome(path: Path, simd: bool, seed: int = 0, arrival: str = "batched") -> RunOutcome:
-    return run_program(path, simd=simd, seed=seed, arrival=arrival)
+def outcome(path: Path, simd: bool, seed: int = 0, arrival: str = "batched",
+            engine: str = "simpy") -> RunOutcome:
+    return run_program(path, simd=simd, seed=seed, arrival=arrival, engine=engine)
 
 
 def _pins() -> dict[str, dict[str, int]]:
@@ -53,14 +58,17 @@ def test_cycle_counts_are_pinned(path: Path) -> None:
     assert _pins().get(key) == got
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("mode", ["simd", "per_wavelet", "scalar"])
 @pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
-def test_every_figure_of_a_run_is_pinned(path: Path, mode: str) -> None:
+def test_every_figure_of_a_run_is_pinned(path: Path, mode: str, engine: str) -> None:
     """Per-PE statistics, link loads and outputs too, not only cycles: the simulator
     may get faster but must report exactly the same machine (``tests/run_pins.py``)."""
     simd, arrival = mode != "scalar", "per-wavelet" if mode == "per_wavelet" else "batched"
     key = f"{path.relative_to(EXAMPLES)} {mode}"
-    check_pinned(key, outcome(path, simd, 0, arrival).result)
+    result = outcome(path, simd, 0, arrival, engine).result
+    assert result.engine == engine, result.engine_note
+    check_pinned(key, result)
 
 
 @pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.stem)
@@ -106,20 +114,23 @@ def test_emitted_code_round_trips(path: Path, simd: bool) -> None:
     assert print_module(parse_module(text)) == text
 
 
-def test_compiled_gemv_matches_the_hand_written_baseline() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_compiled_gemv_matches_the_hand_written_baseline(engine: str) -> None:
     handwritten = EXAMPLES / "handwritten" / "gemv_checkerboard" / "gemv_checkerboard.pe"
     from dtg.pesim.run import run_file
 
-    run = run_file(handwritten)
+    run = run_file(handwritten, engine=engine)
+    assert run.result.engine == engine, run.result.engine_note
     check_pinned("handwritten/gemv_checkerboard", run.result)
     baseline = run.result.cycles
     compiled = outcome(EXAMPLES / "gemv" / "gemv.lair", True).result.cycles
     assert compiled <= baseline * 1.05
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("size", [(64, 64, 4, 4), (256, 256, 8, 8)], ids=str)
 def test_generated_checkerboard_gemv_is_pinned(size: tuple[int, int, int, int],
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path, engine: str) -> None:
     """The benchmark's GEMV (benchmarks/bench_pesim.py) at small sizes: its figures must
     stay what they are while the simulator is made faster."""
     import sys
@@ -131,8 +142,9 @@ def test_generated_checkerboard_gemv_is_pinned(size: tuple[int, int, int, int],
 
     path = tmp_path / "gemv.pe"
     path.write_text(checkerboard_gemv(*size))
-    run = run_file(path)
+    run = run_file(path, engine=engine)
     assert run.comparison.verified and run.comparison.exact
+    assert run.result.engine == engine, run.result.engine_note
     check_pinned("checkerboard gemv {} x {} on {} x {}".format(*size), run.result)
 
 

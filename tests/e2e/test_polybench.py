@@ -89,17 +89,20 @@ def test_lair_kernel_computes_what_polybench_computes(name: str) -> None:
         np.testing.assert_array_equal(results[tensor], expected.astype(np.float32))
 
 
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("size", ["mini", "large"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_kernel_simulates_exactly(name: str, size: str, simd: bool) -> None:
+def test_kernel_simulates_exactly(name: str, size: str, simd: bool, engine: str) -> None:
+    """On both engines: each must report exactly the pinned figures."""
     program = POLYBENCH / f"{name}.lair"
     mapping: Path | None = None
     params: dict[str, int] = {}
     if size == "large":
         mapping, params = POLYBENCH / f"{name}.large.map", KERNELS[name][1]
     outcome = run_program(program, mapping_path=None if mapping is None else str(mapping),
-                          params=params, simd=simd)
+                          params=params, simd=simd, engine=engine)
+    assert outcome.result.engine == engine, outcome.result.engine_note
     assert outcome.comparison.verified and outcome.comparison.exact, \
         outcome.comparison.mismatch
     # the bound for these inputs, whose sparse streams have zeros, holds too

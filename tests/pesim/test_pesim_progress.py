@@ -45,15 +45,23 @@ def test_the_watcher_sees_cycles_and_inputs_advance(tmp_path: Path) -> None:
     assert all(p.cycle <= outcome.result.end for p in seen)
 
 
-def test_ctrl_c_in_the_event_loop_ends_the_run_with_partial_figures(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_ctrl_c_in_the_event_loop_ends_the_run_with_partial_figures(tmp_path: Path,
+                                                                    engine: str) -> None:
     def interrupt(p: Progress) -> None:
         raise KeyboardInterrupt
 
-    outcome = run_file(gemv_module(tmp_path, 256, 8), watch=interrupt)
+    # (the compiled engine is watched between slices of events: a larger run)
+    m, pes = (256, 8) if engine == "simpy" else (1024, 32)
+    outcome = run_file(gemv_module(tmp_path, m, pes), watch=interrupt, engine=engine)
     result = outcome.result
+    assert result.engine == engine
     assert not result.complete and result.outputs == {}
-    assert result.events == _Run.WATCH_EVERY
-    assert 0 < result.end < 600  # the whole run takes 614 cycles
+    if engine == "simpy":
+        assert result.events == _Run.WATCH_EVERY
+    else:
+        assert 0 < result.events < 140_736  # of the whole run's
+    assert 0 < result.end < 600  # the whole run takes 614 (638) cycles
     assert sum(s.busy for s in result.pes.values()) > 0
     assert not outcome.comparison.verified and not outcome.comparison.compared
     assert outcome.comparison.mode == f"not compared: interrupted at cycle {result.end}"
@@ -111,7 +119,7 @@ def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
     outputs = tmp_path / "out.npz"
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "dtg.pesim.cli", str(module), "--report",
-                             str(report), "--outputs", str(outputs)],
+                             str(report), "--outputs", str(outputs), "--engine", "simpy"],
                             stdout=subprocess.PIPE, stderr=follower, text=True, cwd=ROOT)
     os.close(follower)
     shown = b""

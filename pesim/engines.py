@@ -1,0 +1,91 @@
+"""Which engine simulates a run: the simpy engine (:mod:`pesim.sim`, the reference and
+the specification) or the compiled one (:mod:`pesim.fast`, the same figures, many times
+faster), as Brian2 picks a runtime target.
+
+``auto`` takes the compiled engine for meshes of ``AUTO_FAST_PES`` PEs and more (on
+smaller ones the simpy engine is done before the compiled one has loaded) when numba
+is installed and the module uses nothing it lacks. Where ``fast`` is asked for (or
+``auto`` chose it) and cannot run, the simpy engine runs and the result says why in one
+line (``SimResult.engine_note``). The figures are the same either way, so the choice
+changes the time a run takes, never its result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from dtg.codegen.peir import PeModule
+from dtg.lair.diagnostics import InputError
+from dtg.lair.limits import MAX_SECONDS
+from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.progress import Watcher
+from dtg.pesim.sim import SimResult, TensorInfo
+from dtg.pesim.sim import simulate as simulate_simpy
+
+ENGINES = ("auto", "fast", "simpy")
+AUTO_FAST_PES = 256  # measured: below, the simpy engine finishes first (benchmarks/)
+Notice = Callable[[str], None]
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    return engine
+
+
+def fast_unavailable(*, trace: bool = False) -> str | None:
+    """Why the compiled engine cannot run (None when it can, as far as can be told
+    before looking at the module)."""
+    if trace:
+        return "the fast engine does not record traces yet"
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return "numba is not installed (pip install numba)"
+    return None
+
+
+def needs_compiling() -> bool:
+    """Whether a run on the compiled engine would compile it first (about half a
+    minute, once per installed version)."""
+    if fast_unavailable() is not None:
+        return False
+    from dtg.pesim.fast.jit import is_cached
+
+    return not is_cached()
+
+
+def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
+             outputs: Mapping[str, TensorInfo], *, engine: str = "auto",
+             config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
+             watch: Watcher | None = None, trace: bool = False,
+             notice: Notice | None = None) -> SimResult:
+    """:func:`pesim.sim.simulate` on the engine ``engine`` names (see the module);
+    ``notice`` is told when the compiled engine is about to be compiled."""
+    check_engine(engine)
+    options = {"config": config, "max_seconds": max_seconds, "watch": watch, "trace": trace}
+    if engine == "simpy" or (engine == "auto"
+                             and module.width * module.height < AUTO_FAST_PES):
+        return simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]
+    why = fast_unavailable(trace=trace)
+    if why is None:
+        from dtg.pesim.fast.engine import simulate as simulate_fast
+        from dtg.pesim.fast.lower import Unsupported
+
+        if notice is not None and needs_compiling():
+            notice("compiling the fast engine (once per installed version, about half a "
+                   "minute; --engine simpy runs without it)")
+        try:
+            return simulate_fast(module, inputs, outputs, config=config,
+                                 max_seconds=max_seconds, watch=watch)
+        except Unsupported as missing:
+            why = f"the fast engine does not run {missing} yet"
+    result = simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]
+    return dataclasses.replace(result, engine_note=f"ran on the simpy engine: {why}")
+
+
+__all__ = ["AUTO_FAST_PES", "ENGINES", "Notice", "check_engine", "fast_unavailable",
+           "needs_compiling", "simulate"]
