@@ -193,7 +193,7 @@ def scaling(huge: bool) -> int:
     whole: dict[tuple[int, str], float] = {}
     runs = [(pes, "simpy") for pes in SIMPY_SIZES] + [(pes, "fast") for pes in FAST_SIZES]
     runs += [(632, "fast")] if huge else []
-    runs.sort()
+    runs.sort(key=lambda r: (r[0], r[1] != "simpy"))  # each size's simpy run first
     for pes, engine in runs:
         proc = subprocess.run([sys.executable, __file__, "--child", str(pes), "--engine",
                                engine], capture_output=True, text=True, check=False)

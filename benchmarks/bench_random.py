@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "random")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "random"), str(ROOT / "tests")]
 
 from differential import (  # noqa: E402
     FAILURES,

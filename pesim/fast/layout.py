@@ -19,17 +19,18 @@ from numba.experimental import structref
 from numba.extending import intrinsic
 
 # ----------------------------------------------------------------- core fields
-(PC, PHASE, PROGRAM, CLOCK, BUSY, SCALAR, SIMD_OPS, SIMD_RUNS, FLOPS, SIMD_FLOPS, SENT,
- STALL, WAIT, TASKS_RUN, START, END, SEQ, TASK, WAITING, WAITING_SINCE, WAIT_COLOR,
- WAIT_WHAT, WAKE, WAKE_KIND, DEPTH, COLOR, BUSY_BEFORE, BEGAN, SETUP, ENV, STACK,
- TRIGGERS, TRIGGER_CAP, TRIGGER_COUNT, PROFILE, ARRAYS, QUEUES, CONFIGURED, PE_X_ABS,
- PE_Y_ABS, T0,
- # a SIMD instruction with fabric operands in progress
- S_CONFIG, S_VARIANT, S_E, S_LAST, S_MARKS, S_FIRST, S_BEGAN, S_K, S_BASE0, S_BASE1,
- S_BASE2, S_BUF, S_SCALAR, S_COST,
- # a send in progress, the order of first runs of tasks (profiles), send buffers
- P_BUF, P_INDEX, PROFILED, RAMPS, DEAD) = range(60)
-CORE_FIELDS = 60
+# (in the order of how often an event touches them: a core's first cache lines hold
+# what nearly every event of it reads, which matters once the mesh outgrows the caches)
+(PC, PHASE, PROGRAM, CLOCK, BUSY, ENV, STACK, DEPTH,
+ WAKE, WAKE_KIND, QUEUES, ARRAYS, TASK, TRIGGERS, TRIGGER_COUNT, SEQ,
+ SCALAR, SIMD_OPS, SIMD_RUNS, SIMD_FLOPS, FLOPS, TASKS_RUN, BUSY_BEFORE, BEGAN,
+ START, END, COLOR, PROFILE, PROFILED, CONFIGURED, S_BASE0, S_BASE1,
+ S_BASE2, WAITING, SENT, RAMPS, TRIGGER_CAP, STALL, WAIT, WAITING_SINCE,
+ WAIT_COLOR, WAIT_WHAT, T0, SETUP, PE_X_ABS, PE_Y_ABS, DEAD,
+ # a SIMD instruction with fabric operands in progress (S_BASE0-2 above), a send
+ S_CONFIG, S_VARIANT, S_E, S_LAST, S_MARKS, S_FIRST, S_BEGAN, S_K, S_BUF, S_SCALAR, S_COST,
+ P_BUF, P_INDEX) = range(60)
+CORE_FIELDS = 64  # (a row is eight cache lines)
 NONE = -1
 
 # what a waiting core waits for (WAITING; 0 = nothing); the texts are the simpy engine's
@@ -44,9 +45,10 @@ SIGNAL_PENDING, SIGNAL_FIRED = 1, 2
 QUEUE_FIELDS = 14
 
 # ------------------------------------------------------------- buffer fields
-(B_X, B_Y, B_COLOR, B_PORT, B_CAP, B_START, B_HEAD, B_LEN, B_SCHEDULED, B_ON_CYCLE,
- B_WAITERS, B_TARGETS, B_ERROR, B_ERROR_ARG, B_SOURCE) = range(15)
-BUFFER_FIELDS = 15
+# (what a forward reads first; a row is two cache lines)
+(B_SCHEDULED, B_LEN, B_START, B_HEAD, B_CAP, B_TARGETS, B_WAITERS, B_ERROR,
+ B_ON_CYCLE, B_ERROR_ARG, B_SOURCE, B_X, B_Y, B_COLOR, B_PORT) = range(15)
+BUFFER_FIELDS = 16
 MAX_WAITERS = 16  # buffers (and a core) waiting for space in one buffer or queue
 MAX_TARGETS = 5
 # target kinds
@@ -76,6 +78,13 @@ EV_FIRE, EV_CORE, EV_FAIL = range(3)
 WHEEL = 4096
 
 NO_INDEX = np.iinfo(np.int64).min  # a wavelet without an index
+
+
+def rows(n: int, fields: int) -> np.ndarray:
+    """A zeroed int64 table whose rows start on cache lines (64 bytes)."""
+    raw = np.zeros(n * fields + 8, dtype=np.int64)
+    skip = (-raw.ctypes.data % 64) // 8
+    return raw[skip:skip + n * fields].reshape(n, fields)
 
 
 class State(NamedTuple):

@@ -84,6 +84,7 @@ from dtg.pesim.fast.layout import (
     TRIGGERS,
     Program,
     State,
+    rows,
 )
 from dtg.pesim.fast.lower import Tables
 from dtg.pesim.routers import OPPOSITE, STEP, Buffer
@@ -122,7 +123,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     layout.cores = [core for _, core in cores]
     core_row = {pe: k for k, (pe, _) in enumerate(cores)}
     n = len(cores)
-    core = np.zeros((n, CORE_FIELDS), dtype=np.int64)
+    core = rows(n, CORE_FIELDS)
     env_pool: list[int] = []
     stack_size = 0
     trig_size = 0
@@ -192,7 +193,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     all_buffers = [*fabric.buffers.values(), *sources]
     layout.buffers = all_buffers
     nb = len(all_buffers)
-    buffer = np.zeros((nb, BUFFER_FIELDS), dtype=np.int64)
+    buffer = rows(nb, BUFFER_FIELDS)
     pool_size = n_router * cap + sum(len(b.q) for b in sources)
     q_ready = np.zeros(pool_size, dtype=np.int64)
     q_value = np.zeros(pool_size, dtype=np.float64)

@@ -21,7 +21,10 @@ and the failures (:data:`FAILURES`), each a bug:
 - ``invalid``: the front end or mapping validation refused the pair (located); the
   generator only makes valid programs and well-formed mappings, so either it or the
   validation is wrong;
-- ``timeout``: one run took longer than the time limit.
+- ``timeout``: one run took longer than the time limit;
+- ``engines``: the compiled engine (:mod:`pesim.fast`) reports another run than the simpy
+  engine on the same module and inputs (any figure: cycles, a PE's statistics, a link's
+  load, an output's bytes, the number of events), or fails where it does not.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("verified", "rejected", "mismatch", "internal", "unlocated", "inconsistent",
-            "invalid", "timeout")
+            "invalid", "timeout", "engines")
 FAILURES = frozenset(OUTCOMES[2:])
 SEED = 0  # the inputs: pesim's default random integers
 CYCLE_LIMIT = 5_000_000
@@ -184,18 +187,42 @@ def run_once(lair: Path, mapping: Path, *, simd: bool, seed: int = SEED,
             stage = "simulate"
             inputs = make_inputs(compiled.program, seed=seed)
             result = run_module(module, compiled.program, inputs, config=config,
-                                reference=lair.resolve())
+                                reference=lair.resolve(), engine="simpy")
     except Timeout:
         return Run("timeout", stage, f"{stage} took more than {timeout} s",
                    time.perf_counter() - start)
     except Exception as exc:
         return _internal(exc, stage, workdir, start)
+    differs = other_engine(module, compiled.program, inputs, config, result.result)
     seconds = time.perf_counter() - start
+    if differs is not None:
+        return Run("engines", differs.split(":", 1)[0], differs, seconds)
     if not result.comparison.verified:
         mismatch = result.comparison.mismatch or ""
         return Run("mismatch", triage(compiled.program, module, config, lair, mismatch),
                    mismatch, seconds)
     return Run("verified", seconds=seconds)
+
+
+def other_engine(module: Any, program: Any, inputs: Any, config: Any, simpy: Any
+                 ) -> str | None:
+    """The same run on the compiled engine; what differs from the simpy engine's run
+    (None: nothing)."""
+    from run_pins import summary
+
+    from dtg.pesim.run import run_module
+
+    try:
+        fast = run_module(module, program, inputs, config=config, engine="fast").result
+    except Exception as exc:
+        return f"the fast engine failed: {type(exc).__name__}: {exc}"
+    if fast.engine != "fast":
+        return f"the fast engine did not run: {fast.engine_note}"
+    want, got = summary(simpy), summary(fast)
+    if (want, simpy.events) != (got, fast.events):
+        return f"the fast engine's run differs: simpy {want}, {simpy.events} events; " \
+               f"fast {got}, {fast.events} events"
+    return None
 
 
 def triage(program: Any, module: Any, config: Any, lair: Path, mismatch: str) -> str:
