@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from dtg.lair.limits import MAX_SECONDS
 from dtg.pesim.code import END, CycleLimitError
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import errors as E
+from dtg.pesim.fast.build import NotInArrays, build, unsupported
 from dtg.pesim.fast.kernel import DONE, PAST_LIMIT, run_slice
 from dtg.pesim.fast.layout import (
     ARRAYS,
@@ -48,11 +49,6 @@ from dtg.pesim.fast.layout import (
     SIMD_FLOPS,
     SIMD_OPS,
     SIMD_RUNS,
-    SK_COUNT,
-    SK_DONE,
-    SK_GROUP,
-    SK_ORDER,
-    SK_SIZE,
     STALL,
     START,
     TASK,
@@ -73,6 +69,7 @@ from dtg.pesim.fast.layout import (
     END as CORE_END,
 )
 from dtg.pesim.fast.lower import Tables, Unsupported, lower_module
+from dtg.pesim.fast.results import check_finished, links, pe_stats, span, write_sinks
 from dtg.pesim.fast.setup import Layout, from_run, program_table
 from dtg.pesim.progress import Progress, Watcher
 from dtg.pesim.routers import Deadline, TimeLimitError
@@ -95,10 +92,68 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     tables = lower_module(module, config)
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
+        if unsupported(module) is None:
+            try:
+                return _in_arrays(module, dict(inputs), dict(outputs), config, tables,
+                                  max_seconds, watch, last_first, wall)
+            except NotInArrays:
+                pass  # set up by the simpy engine's objects: the same run, its messages
+        return _through_objects(module, inputs, outputs, config, tables, max_seconds, watch,
+                                last_first, wall)
+
+
+def _in_arrays(module: PeModule, inputs: dict[str, np.ndarray],
+               outputs: dict[str, TensorInfo], config: FabricConfig, tables: Tables,
+               max_seconds: float, watch: Watcher | None, last_first: bool, wall: float
+               ) -> SimResult:
+    """A run set up in arrays (:mod:`pesim.fast.build`); :class:`NotInArrays` where it
+    ends in an error or with work left over, which the simpy engine's set-up then
+    reports in its words."""
+    state, grid, run = build(module, inputs, outputs, tables, config)
+    state.settings[F_LAST_FIRST] = int(last_first)
+
+    def explain(kind: str) -> Exception:
+        if kind == "time limit":
+            return _time_limit(max_seconds, state, ())
+        return NotInArrays(kind)
+
+    complete = _drive(state, tables, max_seconds, watch, explain)
+    write_sinks(state, run.sinks)
+    if complete:
+        check_finished(state, run)
+    result_outputs = run.collect() if complete else {}
+    start, end = span(state, run)
+    if not complete:
+        end = max(end, int(state.g[G_NOW]))
+    names = [p.name for p in module.programs]
+    return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
+                     time.perf_counter() - wall, pe_stats(state, grid, tables, names),
+                     links(state, grid), config, complete, None, engine="fast")
+
+
+def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
+                     outputs: Mapping[str, TensorInfo], config: FabricConfig, tables: Tables,
+                     max_seconds: float, watch: Watcher | None, last_first: bool, wall: float
+                     ) -> SimResult:
+    """A run set up by the simpy engine's objects, its results written back into them."""
+    with np.errstate(all="ignore"):
         run = _Run(module, inputs, outputs, config, Deadline(max_seconds), None)
         state, layout = from_run(run, module, tables, config)
         state.settings[F_LAST_FIRST] = int(last_first)
-        complete = _drive(state, tables, layout, run, max_seconds, watch)
+
+        def explain(kind: str) -> Exception:
+            if kind == "error":
+                return _error(state, tables, layout, run)
+            _write_back(state, tables, layout, run)
+            notes = tuple(run.activity())
+            if kind == "time limit":
+                return _time_limit(max_seconds, state, notes)
+            return CycleLimitError(
+                f"cycle limit of {run.config.cycle_limit} cycles reached and the run is "
+                "still going; raise cycle_limit in --config FABRIC.toml if it is meant to "
+                "be this long", notes=notes)
+
+        complete = _drive(state, tables, max_seconds, watch, explain)
         _write_back(state, tables, layout, run)
         if complete:
             run.check_finished()
@@ -109,16 +164,25 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     if not complete:
         end = max(end, int(state.g[G_NOW]))
     pes = {pe: core_stats(core) for pe, core in run.fabric.cores.items()}
-    links = {key: int(state.link_count[k]) for k, key in enumerate(layout.links)
+    loads = {key: int(state.link_count[k]) for k, key in enumerate(layout.links)
              if state.link_count[k]}
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
-                     time.perf_counter() - wall, pes, links, config, complete, None,
+                     time.perf_counter() - wall, pes, loads, config, complete, None,
                      engine="fast")
 
 
-def _drive(state: State, tables: Tables, layout: Layout, run: _Run, max_seconds: float,
-           watch: Watcher | None) -> bool:
-    """Run slices until no event is left; False when Ctrl-C stopped the run."""
+def _time_limit(max_seconds: float, state: State, notes: tuple[str, ...]) -> TimeLimitError:
+    return TimeLimitError(
+        f"the simulation ran longer than {max_seconds:g} s of wall time (at cycle "
+        f"{int(state.g[G_NOW])}) and is still going; it may never end (a route or task that "
+        "keeps itself busy), or raise --max-seconds if it is meant to be this long",
+        notes=notes)
+
+
+def _drive(state: State, tables: Tables, max_seconds: float, watch: Watcher | None,
+           explain: Callable[[str], Exception]) -> bool:
+    """Run slices until no event is left; False when Ctrl-C stopped the run. What ends a
+    run otherwise ("error", "cycle limit", "time limit") is raised as ``explain`` says."""
     program = program_table(tables)
     longest = int(tables.int_at[:, 1].max()) if len(tables.int_at) else 1
     istack = np.zeros(longest + 8, dtype=np.int64)
@@ -135,23 +199,14 @@ def _drive(state: State, tables: Tables, layout: Layout, run: _Run, max_seconds:
             try:
                 status = run_slice(program, state, events, istack, fstack)
             except E.FastError:
-                raise _error(state, tables, layout, run) from None
+                raise explain("error") from None
             took = time.perf_counter() - before
             if status == DONE:
                 return True
             if status == PAST_LIMIT:
-                _write_back(state, tables, layout, run)
-                raise CycleLimitError(
-                    f"cycle limit of {run.config.cycle_limit} cycles reached and the run is "
-                    "still going; raise cycle_limit in --config FABRIC.toml if it is meant to "
-                    "be this long", notes=tuple(run.activity()))
+                raise explain("cycle limit")
             if time.monotonic() > deadline:
-                _write_back(state, tables, layout, run)
-                raise TimeLimitError(
-                    f"the simulation ran longer than {max_seconds:g} s of wall time (at cycle "
-                    f"{int(state.g[G_NOW])}) and is still going; it may never end (a route or "
-                    "task that keeps itself busy), or raise --max-seconds if it is meant to be "
-                    "this long", notes=tuple(run.activity()))
+                raise explain("time limit")
             if watch is not None:
                 left = int(state.buffer[sources, B_LEN].sum())
                 watch(Progress(int(state.g[G_NOW]), int(state.g[G_EVENTS]),
@@ -249,16 +304,7 @@ def _write_back(state: State, tables: Tables, layout: Layout, run: _Run) -> None
         items = [(int(state.q_ready[k]), _wavelet(state.q_value[k], state.q_index[k],
                                                  state.q_end[k])) for k in ks]
         buf.q = deque(items) if buf.source is not None else items
-    for k, sink in enumerate(layout.sinks):
-        order = int(state.sink[k, SK_ORDER])
-        size = int(state.sink[k, SK_SIZE])
-        got = state.sink_got[order:order + size]
-        sink.values = {sink.order[i]: float(state.sink_value[order + i])
-                       for i in np.flatnonzero(got)}
-        sink.count = int(state.sink[k, SK_COUNT])
-        sink.group = int(state.sink[k, SK_GROUP])
-        done = int(state.sink[k, SK_DONE])
-        sink.done = None if done == NONE else done
+    write_sinks(state, layout.sinks)
 
 
 def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> SimulationError:

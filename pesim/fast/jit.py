@@ -5,9 +5,10 @@ them, which halves the first compile).
 
 numba keys a function's cache on its own file only, so a kernel cached before one of
 the functions it calls changed would run the old code. The cache therefore lives in a
-directory named by a digest of every source file of this package, in the user's cache
-directory (``$DTG_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtg``, else ``~/.cache/dtg``), which
-also works from a read-only install. ``$NUMBA_CACHE_DIR``, when set, is left to numba.
+directory named by a digest of every source file numba compiles (:data:`COMPILED`), in
+the user's cache directory (``$DTG_CACHE_DIR``, else ``$XDG_CACHE_HOME/dtg``, else
+``~/.cache/dtg``), which also works from a read-only install. ``$NUMBA_CACHE_DIR``,
+when set, is left to numba.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ import numba
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# the modules whose code (or constants) numba compiles; the set-up and the results are
+# plain Python and may change without a new compile
+COMPILED = ("calendar", "errors", "events", "f16", "interp", "jit", "kernel", "layout",
+            "lower", "view")
+
+
 def cache_directory() -> Path:
     """Where this version of the engine's compiled code is cached."""
-    sources = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    here = Path(__file__).resolve().parent
+    sources = [here / f"{name}.py" for name in COMPILED]
     digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources))
     base = os.environ.get("DTG_CACHE_DIR") or Path(
         os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dtg"

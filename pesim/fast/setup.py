@@ -155,7 +155,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         depth = pinfo.stack + STACK_EXTRA
         core[k, STACK] = stack_size
         stack_size += depth
-        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * _activations(c.code.program)
+        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * activations(c.code.program)
         core[k, TRIGGERS], core[k, TRIGGER_CAP] = trig_size, triggers
         trig_size += triggers
         core[k, PROFILE] = prof_size
@@ -175,7 +175,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
             core[k, CONFIGURED] = NONE
         else:
             # indexed by variant row: this program's variants start at its first one
-            core[k, CONFIGURED] = len(configured) - _first_variant(tables, prog, module)
+            core[k, CONFIGURED] = len(configured) - first_variant(tables, prog, module)
             for cfg in c.code.program.configs:
                 for v in range(len(cfg.variants)):
                     configured.append(int((cfg.name, v) in c.configured))
@@ -282,26 +282,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
 
     # ------------------------------------------------------------------- sinks
     layout.sinks = list(run.sinks)
-    sink = np.zeros((len(run.sinks), SINK_FIELDS), dtype=np.int64)
-    sink_index: list[int] = []
-    sink_groups: list[int] = []
-    for k, sk in enumerate(run.sinks):
-        sink[k, SK_DENSE] = int(sk.kind == "dense")
-        sink[k, SK_ORDER] = len(sink_index)
-        sink[k, SK_SIZE] = len(sk.order)
-        sink[k, SK_DONE] = NONE
-        sink[k, SK_GROUPS] = len(sk.groups)
-        sink[k, SK_GROUP_START] = len(sink_groups)
-        if sk.kind == "dense":
-            sink_index += [NO_INDEX] * len(sk.order)
-            sink_groups.append(0)
-            continue
-        position = 0
-        for group in sk.groups:
-            sink_groups.append(position)
-            sink_index += list(group)
-            position += len(group)
-        sink_groups.append(position)
+    sink, sink_index, sink_groups = sink_tables(run.sinks)
 
     # ------------------------------------------------------------ first events
     queue = run.env._queue
@@ -352,14 +333,41 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         buffer_waiters=np.zeros(nb * MAX_WAITERS, dtype=np.int64),
         target_kind=target_kind, target_obj=target_obj, target_link=target_link,
         link_free=np.zeros(n_links, dtype=np.int64), link_count=np.zeros(n_links, dtype=np.int64),
-        sink=sink, sink_index=np.array(sink_index, dtype=np.int64),
+        sink=sink, sink_index=sink_index,
         sink_value=np.zeros(len(sink_index)), sink_got=np.zeros(len(sink_index), dtype=np.int8),
-        sink_groups=np.array(sink_groups, dtype=np.int64))
+        sink_groups=sink_groups)
     kernel.start(state, times, kinds, objs)
     return state, layout
 
 
-def _first_variant(tables: Tables, prog: int, module: PeModule) -> int:
+def sink_tables(sinks: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sinks' rows, each order position's index (sparse sinks) and the first order
+    position of each sparse group."""
+    sink = np.zeros((len(sinks), SINK_FIELDS), dtype=np.int64)
+    sink_index: list[int] = []
+    sink_groups: list[int] = []
+    for k, sk in enumerate(sinks):
+        sink[k, SK_DENSE] = int(sk.kind == "dense")
+        sink[k, SK_ORDER] = len(sink_index)
+        sink[k, SK_SIZE] = len(sk.order)
+        sink[k, SK_DONE] = NONE
+        sink[k, SK_GROUPS] = len(sk.groups)
+        sink[k, SK_GROUP_START] = len(sink_groups)
+        if sk.kind == "dense":
+            sink_index += [NO_INDEX] * len(sk.order)
+            sink_groups.append(0)
+            continue
+        position = 0
+        for group in sk.groups:
+            sink_groups.append(position)
+            sink_index += list(group)
+            position += len(group)
+        sink_groups.append(position)
+    return (sink, np.array(sink_index, dtype=np.int64),
+            np.array(sink_groups, dtype=np.int64))
+
+
+def first_variant(tables: Tables, prog: int, module: PeModule) -> int:
     """The row of program ``prog``'s first SIMD variant in the variant table."""
     first_config = sum(len(p.configs) for p in module.programs[:prog])
     if first_config >= len(tables.configs):
@@ -367,7 +375,7 @@ def _first_variant(tables: Tables, prog: int, module: PeModule) -> int:
     return int(tables.configs[first_config, 4])
 
 
-def _activations(program) -> int:
+def activations(program) -> int:
     from dtg.codegen.peir import Activate, For, If
 
     def count(body) -> int:
@@ -384,4 +392,5 @@ def _activations(program) -> int:
     return sum(count(t.body) for t in program.tasks)
 
 
-__all__ = ["Layout", "from_run", "program_table"]
+__all__ = ["Layout", "activations", "first_variant", "from_run", "program_table",
+           "sink_tables"]

@@ -27,3 +27,22 @@ def test_numba_is_told_the_directory_on_import(tmp_path: Path) -> None:
                           "print(numba.config.CACHE_DIR == str(j.cache_directory()))"],
                          env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
+
+
+def test_the_digest_covers_every_compiled_module_and_what_it_imports() -> None:
+    """A module with numba code, or one such a module imports from the engine, left out
+    of the digest would let a stale cache run old code."""
+    import re
+
+    here = Path(jit.__file__).parent
+    compiled = set(jit.COMPILED)
+    for path in here.glob("*.py"):
+        text = path.read_text()
+        if re.search(r"^@(compiled|internal|inlined)\b|intrinsic\(", text, re.MULTILINE):
+            assert path.stem in compiled, path.name
+    for name in compiled:
+        imported = re.findall(r"^from dtg\.pesim\.fast(?:\.(\w+))? import ([\w, ]+)",
+                              (here / f"{name}.py").read_text(), re.MULTILINE)
+        for module, names in imported:
+            for used in ([module] if module else [n.strip() for n in names.split(",")]):
+                assert used in compiled, f"{name}.py imports {used}"

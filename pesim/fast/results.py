@@ -1,0 +1,111 @@
+"""What a run on the compiled engine reports, read from its arrays: per-PE statistics
+with per-task profiles, link loads, the span, and the outputs its sinks received (the
+simpy engine's :class:`~pesim.routers.Sink` objects, one per external PE, collect them
+as they do for the simpy engine)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dtg.pesim.fast.build import Grid, NotInArrays
+from dtg.pesim.fast.layout import (
+    B_LEN,
+    BUSY,
+    END,
+    FLOPS,
+    NONE,
+    PROFILE,
+    PROGRAM,
+    Q_LEN,
+    SCALAR,
+    SENT,
+    SIMD_FLOPS,
+    SIMD_OPS,
+    SIMD_RUNS,
+    SK_COUNT,
+    SK_DONE,
+    SK_GROUP,
+    SK_ORDER,
+    SK_SIZE,
+    STALL,
+    START,
+    TASKS_RUN,
+    WAIT,
+    WAITING,
+    State,
+)
+from dtg.pesim.fast.lower import Tables
+from dtg.pesim.sim import PeStats, _Run
+
+
+def write_sinks(state: State, sinks: list) -> None:
+    """What each sink received, into its :class:`~pesim.routers.Sink` object."""
+    for k, sink in enumerate(sinks):
+        order = int(state.sink[k, SK_ORDER])
+        size = int(state.sink[k, SK_SIZE])
+        got = state.sink_got[order:order + size]
+        sink.values = {sink.order[i]: float(state.sink_value[order + i])
+                       for i in np.flatnonzero(got)}
+        sink.count = int(state.sink[k, SK_COUNT])
+        sink.group = int(state.sink[k, SK_GROUP])
+        done = int(state.sink[k, SK_DONE])
+        sink.done = None if done == NONE else done
+
+
+def check_finished(state: State, run: _Run) -> None:
+    """Nothing may be left when no event is: a core waiting, a wavelet in a router, a
+    queue or at a source, an output stream short of values. Where something is, the
+    simpy engine's set-up reports it (:class:`NotInArrays`: the run is made again
+    that way, which gives the same run and the simpy engine's words for it)."""
+    if (np.any(state.core[:, WAITING]) or np.any(state.buffer[:, B_LEN])
+            or np.any(state.queue[:, Q_LEN])
+            or any(s.missing() is not None for s in run.sinks)):
+        raise NotInArrays("the run did not finish cleanly")
+
+
+def span(state: State, run: _Run) -> tuple[int, int]:
+    starts = state.core[:, START]
+    ends = state.core[:, END]
+    first = [int(starts[starts != NONE].min())] if np.any(starts != NONE) else []
+    last = [int(ends[ends != NONE].max())] if np.any(ends != NONE) else []
+    first += run.source_starts
+    last += [s.done for s in run.sinks if s.done is not None]
+    if not first or not last:
+        return 0, 0
+    return min(first), max(last)
+
+
+def pe_stats(state: State, grid: Grid, tables: Tables, names: list[str]
+             ) -> dict[tuple[int, int], PeStats]:
+    """Each PE's statistics, its tasks' profiles in the order they first ran."""
+    core = state.core
+    columns = [core[:, f].tolist() for f in (BUSY, SIMD_OPS, SIMD_RUNS, SCALAR, SENT, STALL,
+                                             WAIT, TASKS_RUN, FLOPS, SIMD_FLOPS)]
+    xs, ys = grid.core_x.tolist(), grid.core_y.tolist()
+    programs = core[:, PROGRAM].tolist()
+    profiles = core[:, PROFILE].tolist()
+    tasks = [info.tasks for info in tables.info]
+    first, runs, busy = state.prof_first, state.prof_runs, state.prof_busy
+    stats = {}
+    for c, prog in enumerate(programs):
+        base = profiles[c]
+        names_of = tasks[prog]
+        ran = [(int(first[base + k]), k) for k in range(len(names_of)) if first[base + k] >= 0]
+        per_task = {names_of[k]: (int(runs[base + k]), int(busy[base + k]))
+                    for _, k in sorted(ran)}
+        busy_, ops, runs_, scalar, sent, stall, wait, tasks_run, flops, simd_flops = (
+            col[c] for col in columns)
+        stats[(xs[c], ys[c])] = PeStats(names[prog], busy_, ops, runs_, scalar, sent, stall,
+                                        wait, tasks_run, flops, simd_flops, per_task)
+    return stats
+
+
+def links(state: State, grid: Grid) -> dict[tuple[tuple[int, int], tuple[int, int]], int]:
+    reported = grid.link_from.shape[0]
+    used = np.flatnonzero(state.link_count[:reported])
+    return {((int(grid.link_from[k, 0]), int(grid.link_from[k, 1])),
+             (int(grid.link_to[k, 0]), int(grid.link_to[k, 1]))): int(state.link_count[k])
+            for k in used}
+
+
+__all__ = ["check_finished", "links", "pe_stats", "span", "write_sinks"]
