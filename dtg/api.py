@@ -30,13 +30,13 @@ from dtg.lair.parser import parse, parse_file
 from dtg.mapping.binding import split_params
 from dtg.mapping.direction import TILE_PARAMETERS
 from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
-from dtg.pesim.engines import check_engine
+from dtg.pesim.engines import check_budget, check_engine
 from dtg.pesim.fabric import PRESETS, FabricConfig, preset
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.parser import parse_module_text
 from dtg.pesim.report import build_report, run_header
 from dtg.pesim.run import RunOutcome, make_inputs, run_file, run_module
-from dtg.pesim.sim import PeStats, check_budget
+from dtg.pesim.sim import PeStats
 from dtg.pesim.trace import Trace
 from dtg.pesim.verify import verify_module
 

@@ -8,6 +8,7 @@ exhausting memory, time or Python's stack.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -181,15 +182,35 @@ MAX_CONFIG_NESTING = 16
 """Deepest nesting of arrays and tables in a ``--config`` file (settings are flat)."""
 
 MAX_SIM_BYTES = 1 << 31
-"""Estimated memory of one simulation: the local arrays of every PE that runs a program
-plus :data:`SIM_BYTES_PER_PE` per such PE and :data:`SIM_BYTES_PER_ROUTE` per router
-buffer; checked before anything is allocated."""
+"""The tensors of a reference program (inputs and all it computes) that a run checks."""
 
-SIM_BYTES_PER_PE = 8 << 10
-"""Estimated bookkeeping of one simulated core (state, process, queues)."""
+SIM_BYTES_PER_PE = 24 << 10
+"""Estimated bookkeeping of one core on the simpy engine (its objects, process, queues;
+measured: a 128 x 128 GEMV with six routes a PE takes about 37 KB a PE)."""
 
-SIM_BYTES_PER_ROUTE = 1 << 10
-"""Estimated bookkeeping of one router input buffer."""
+SIM_BYTES_PER_ROUTE = 2 << 10
+"""Estimated bookkeeping of one router input buffer on the simpy engine."""
+
+FAST_BYTES_PER_PE = 2 << 10
+"""Estimated state of one core on the compiled engine set up in arrays (its row, queues,
+variables, triggers, profile)."""
+
+FAST_BYTES_PER_ROUTE = 512
+"""Estimated state of one router input buffer on the compiled engine (row, ring,
+targets, waiters)."""
+
+
+def memory_limit() -> int:
+    """The memory a simulation may take: three quarters of this machine's physical
+    memory (``$DTG_MEMORY_LIMIT`` bytes when set), so that a run that would not fit is
+    refused before anything is allocated."""
+    given = os.environ.get("DTG_MEMORY_LIMIT", "")
+    if given.isdigit():
+        return int(given)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 3 // 4
+    except (ValueError, OSError, AttributeError):
+        return MAX_SIM_BYTES
 
 MAX_INPUT_ARRAY_BYTES = 1 << 30
 """Largest total size of the arrays of an ``--inputs`` archive (uncompressed)."""

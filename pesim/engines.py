@@ -19,10 +19,13 @@ import numpy as np
 
 from dtg.codegen.peir import PeModule
 from dtg.lair.diagnostics import InputError
-from dtg.lair.limits import MAX_SECONDS
+from dtg.lair.limits import FAST_BYTES_PER_PE, FAST_BYTES_PER_ROUTE, MAX_SECONDS
 from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.fast.scope import not_in_arrays
+from dtg.pesim.parser import Locations
 from dtg.pesim.progress import Watcher
 from dtg.pesim.sim import SimResult, TensorInfo
+from dtg.pesim.sim import check_budget as check_simpy_budget
 from dtg.pesim.sim import simulate as simulate_simpy
 
 ENGINES = ("auto", "fast", "simpy")
@@ -58,6 +61,28 @@ def needs_compiling() -> bool:
     return not is_cached()
 
 
+def resolve(module: PeModule, engine: str = "auto", *, trace: bool = False) -> str:
+    """The engine a run of ``module`` will take as far as can be told before lowering
+    it: "simpy", "fast" (set up in arrays) or "fast-objects" (set up through the simpy
+    engine's objects, for what the set-up in arrays lacks)."""
+    check_engine(engine)
+    if engine == "simpy" or fast_unavailable(trace=trace) is not None or (
+            engine == "auto" and module.width * module.height < AUTO_FAST_PES):
+        return "simpy"
+    return "fast" if not_in_arrays(module) is None else "fast-objects"
+
+
+def check_budget(module: PeModule, locations: Locations | None = None, *,
+                 engine: str = "auto") -> None:
+    """Refuse, before anything is allocated, a run whose memory on the engine it will
+    take is estimated beyond the limit (:func:`lair.limits.memory_limit`)."""
+    if resolve(module, engine) == "fast":
+        check_simpy_budget(module, locations, engine="fast", per_pe=FAST_BYTES_PER_PE,
+                           per_route=FAST_BYTES_PER_ROUTE)
+    else:
+        check_simpy_budget(module, locations)
+
+
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, engine: str = "auto",
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
@@ -87,5 +112,5 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     return dataclasses.replace(result, engine_note=f"ran on the simpy engine: {why}")
 
 
-__all__ = ["AUTO_FAST_PES", "ENGINES", "Notice", "check_engine", "fast_unavailable",
-           "needs_compiling", "simulate"]
+__all__ = ["AUTO_FAST_PES", "ENGINES", "Notice", "check_budget", "check_engine",
+           "fast_unavailable", "needs_compiling", "resolve", "simulate"]

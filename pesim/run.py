@@ -36,11 +36,11 @@ from dtg.lair.interp import (
 )
 from dtg.lair.interp import run as reference_run
 from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS, counted
-from dtg.pesim.engines import Notice, simulate
+from dtg.pesim.engines import Notice, check_budget, simulate
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
-from dtg.pesim.sim import SimResult, TensorInfo, check_budget
+from dtg.pesim.sim import SimResult, TensorInfo
 from dtg.pesim.sources import (
     Claim,
     check_tensor_sizes,

@@ -27,10 +27,10 @@ from dtg.codegen.peir import Array, PeModule, PeProgram, StreamIO
 from dtg.lair.diagnostics import LimitError, SimulationError
 from dtg.lair.limits import (
     MAX_SECONDS,
-    MAX_SIM_BYTES,
     SIM_BYTES_PER_PE,
     SIM_BYTES_PER_ROUTE,
     counted,
+    memory_limit,
 )
 from dtg.mapping.poly import points
 from dtg.pesim.code import END, NUMPY, CycleLimitError, ProgramCode
@@ -146,10 +146,13 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
                      run.fabric.trace)
 
 
-def simulation_bytes(module: PeModule, locations: Locations | None = None) -> tuple[int, int]:
+def simulation_bytes(module: PeModule, locations: Locations | None = None, *,
+                     per_pe: int = SIM_BYTES_PER_PE, per_route: int = SIM_BYTES_PER_ROUTE
+                     ) -> tuple[int, int]:
     """The PEs that run a program and the estimated memory of simulating ``module``:
-    their local arrays and bookkeeping (``docs/limits.md``). PEs are counted by isl, not
-    listed, so this is quick on any mesh."""
+    their local arrays and bookkeeping, ``per_pe`` and ``per_route`` bytes on the engine
+    that runs it (``docs/limits.md``). PEs are counted by isl, not listed, so this is
+    quick on any mesh."""
     pes = total = 0
     if module.width < 1 or module.height < 1:
         return 0, 0  # an empty mesh: verify_module says so
@@ -159,19 +162,24 @@ def simulation_bytes(module: PeModule, locations: Locations | None = None) -> tu
         arrays = sum(math.prod(a.shape) * (2 if a.dtype == "float16" else 4)
                      for a in program.arrays)
         pes += count
-        total += count * (SIM_BYTES_PER_PE + arrays + SIM_BYTES_PER_ROUTE * len(program.routes))
+        total += count * (per_pe + arrays + per_route * len(program.routes))
     return pes, total
 
 
-def check_budget(module: PeModule, locations: Locations | None = None) -> None:
-    """Refuse, before anything is allocated, a simulation whose estimated memory exceeds
-    :data:`MAX_SIM_BYTES`."""
-    pes, total = simulation_bytes(module, locations)
-    if total > MAX_SIM_BYTES:
-        raise LimitError(f"simulating module {module.name} ({pes} PEs running programs) needs "
-                         f"about {total} bytes of memory for local arrays and bookkeeping, "
-                         f"more than the limit of {MAX_SIM_BYTES}; simulate a smaller mesh",
-                         (locations or {}).get(("module",)))
+def check_budget(module: PeModule, locations: Locations | None = None, *,
+                 engine: str = "simpy", per_pe: int = SIM_BYTES_PER_PE,
+                 per_route: int = SIM_BYTES_PER_ROUTE) -> None:
+    """Refuse, before anything is allocated, a simulation whose estimated memory on
+    ``engine`` (``per_pe`` and ``per_route`` bytes of bookkeeping) exceeds the limit
+    (:func:`lair.limits.memory_limit`)."""
+    pes, total = simulation_bytes(module, locations, per_pe=per_pe, per_route=per_route)
+    limit = memory_limit()
+    if total > limit:
+        raise LimitError(f"simulating module {module.name} ({pes} PEs running programs) on "
+                         f"the {engine} engine needs about {total} bytes of memory for local "
+                         f"arrays and bookkeeping, more than the limit of {limit} (3/4 of "
+                         "this machine's memory, or $DTG_MEMORY_LIMIT); simulate a smaller "
+                         "mesh", (locations or {}).get(("module",)))
 
 
 def core_stats(core: Core) -> PeStats:

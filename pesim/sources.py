@@ -33,9 +33,9 @@ from dtg.mapping.direction import TILE_PARAMETERS, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping as ValidMapping
 from dtg.mapping.validate import validate_mapping
+from dtg.pesim.engines import check_budget
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import Locations, parse_module_file, parse_module_text
-from dtg.pesim.sim import check_budget
 from dtg.pesim.verify import verify_module
 
 STDIN = "-"

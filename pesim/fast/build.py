@@ -92,6 +92,7 @@ from dtg.pesim.fast.layout import (
     rows,
 )
 from dtg.pesim.fast.lower import Tables
+from dtg.pesim.fast.scope import not_in_arrays
 from dtg.pesim.fast.setup import STACK_EXTRA, activations, first_variant, sink_tables
 from dtg.pesim.fast.vector import cvalues, ivalues
 from dtg.pesim.isltext import box
@@ -117,16 +118,7 @@ class Grid:
     routers: int  # router buffers; sources after them
 
 
-def unsupported(module: PeModule) -> str | None:
-    """Why the module cannot be set up in arrays (None: it can, unless a route forms a
-    cycle or lists a buffer twice, found while building)."""
-    for program in module.programs:
-        for a in program.arrays:
-            if a.load_set is not None:
-                return f"array {a.name} has a load set"
-            if a.store is not None:
-                return f"array {a.name} is stored to an output"
-    return None
+unsupported = not_in_arrays
 
 
 def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, TensorInfo],

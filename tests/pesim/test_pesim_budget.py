@@ -14,7 +14,14 @@ from pesim_support import GEMV_PE, sim
 from test_pesim_cli import copy_gemv
 
 from dtg.lair.diagnostics import LimitError
-from dtg.lair.limits import MAX_COLORS, MAX_INPUT_ARRAY_BYTES, MAX_SIM_BYTES
+from dtg.lair.limits import (
+    FAST_BYTES_PER_PE,
+    FAST_BYTES_PER_ROUTE,
+    MAX_COLORS,
+    MAX_INPUT_ARRAY_BYTES,
+    MAX_SIM_BYTES,
+    memory_limit,
+)
 from dtg.pesim.cli import main
 from dtg.pesim.routers import RouteCycleError, TimeLimitError
 
@@ -231,15 +238,36 @@ def test_sets_beyond_the_mesh_are_refused_before_enumeration(cli, tmp_path: Path
     assert message in result.err
 
 
-def test_a_mesh_beyond_the_memory_budget_is_refused_before_allocation(cli,
-                                                                      tmp_path: Path) -> None:
+def test_a_mesh_beyond_the_memory_budget_is_refused_before_allocation(
+        cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DTG_MEMORY_LIMIT", str(1 << 30))
     path = copy_gemv(tmp_path, "mesh PE[4, 4]", "mesh PE[1024, 1024]")
     path.write_text(path.read_text().replace("0 <= x <= 3 and 0 <= y <= 3",
                                              "0 <= x <= 1023 and 0 <= y <= 1023"))
     result = run_quickly(cli, path)
     assert (f"{path}:8:8: error: simulating module gemv_checkerboard (1048576 PEs running "
-            "programs) needs about") in result.err
-    assert f"more than the limit of {MAX_SIM_BYTES}" in result.err
+            "programs) on the fast engine needs about") in result.err
+    assert f"more than the limit of {memory_limit()}" in result.err
+
+
+def test_the_memory_limit_is_the_users_to_set(cli, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 64 x 64 mesh estimated on each engine against a limit set between the two."""
+    from dtg.pesim.engines import check_budget
+    from dtg.pesim.parser import parse_module
+    from dtg.pesim.sim import simulation_bytes
+
+    path = copy_gemv(tmp_path, "mesh PE[4, 4]", "mesh PE[64, 64]")
+    path.write_text(path.read_text().replace("0 <= x <= 3 and 0 <= y <= 3",
+                                             "0 <= x <= 63 and 0 <= y <= 63"))
+    module = parse_module(path.read_text())
+    simpy = simulation_bytes(module)[1]
+    fast = simulation_bytes(module, per_pe=FAST_BYTES_PER_PE, per_route=FAST_BYTES_PER_ROUTE)[1]
+    assert fast < simpy
+    monkeypatch.setenv("DTG_MEMORY_LIMIT", str((fast + simpy) // 2))
+    check_budget(module, engine="fast")
+    with pytest.raises(LimitError, match="on the simpy engine needs about"):
+        check_budget(module, engine="simpy")
 
 
 def test_a_reference_of_the_wrong_kind_is_refused_without_echo(cli, tmp_path: Path) -> None:
