@@ -31,10 +31,26 @@ def random_inputs(graph: Graph, seed: int = 0, *, low: int = -2, high: int = 2,
                   ) -> dict[str, np.ndarray]:
     """Integer-valued inputs in ``[low, high]`` (zeros included), in each tensor's type."""
     rng = np.random.default_rng(seed)
-    return {
-        t.name: rng.integers(low, high + 1, size=t.shape).astype(t.numpy_dtype)
-        for t in graph.inputs
-    }
+    return {t.name: _random_tensor(rng, t.shape, t.numpy_dtype, low, high)
+            for t in graph.inputs}
+
+
+RANDOM_CHUNK = 1 << 24
+"""Elements of a random input drawn at once: a larger tensor is drawn in pieces of
+this many, so that no int64 copy of a whole wafer-sized tensor is ever held (smaller
+ones are drawn whole, as they always were, so their values stay what they were)."""
+
+
+def _random_tensor(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, low: int,
+                   high: int) -> np.ndarray:
+    size = prod(shape)
+    if size <= RANDOM_CHUNK:
+        return rng.integers(low, high + 1, size=shape).astype(dtype)
+    out = np.empty(size, dtype=dtype)
+    for start in range(0, size, RANDOM_CHUNK):
+        end = min(start + RANDOM_CHUNK, size)
+        out[start:end] = rng.integers(low, high + 1, size=end - start)
+    return out.reshape(shape)
 
 
 def check_inputs(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -58,7 +74,7 @@ def check_inputs(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, np.ndarra
                 f"input '{name}' has shape {array.shape}, expected {tensor.shape}")
         if not np.issubdtype(array.dtype, np.number):
             raise InterpreterInputError(f"input '{name}' has non-numeric type {array.dtype}")
-        arrays[name] = array.astype(tensor.numpy_dtype)
+        arrays[name] = array.astype(tensor.numpy_dtype, copy=False)  # (a view when it is)
     return arrays
 
 
@@ -171,8 +187,9 @@ def magnitude_bounds(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, Bound
     otherwise. When ``peak / grain`` stays within :data:`EXACT_STEPS` of the statement's
     type (and the grain within its normal range), every value is exact, in any order."""
     checked = check_inputs(graph, inputs)
-    bounds: dict[str, np.ndarray] = {
-        name: np.abs(np.asarray(a, dtype=np.float64)) for name, a in checked.items()}
+    # an input's magnitudes in its own type (exact for floats; no float64 copy of a
+    # huge tensor), widened where they are read
+    bounds: dict[str, np.ndarray] = {name: np.abs(a) for name, a in checked.items()}
     grains = {name: grain_of(a) for name, a in checked.items()}
     result: dict[str, Bound] = {}
     for stmt in graph.statements:
@@ -222,7 +239,7 @@ def _bound(value: Value, bounds: Mapping[str, np.ndarray], index: Any) -> tuple[
         case Const(v):
             return abs(float(v)), abs(float(v))
         case Read(tensor):
-            b = bounds[tensor][index(tensor)]
+            b = bounds[tensor][index(tensor)].astype(np.float64)
             return b, float(b.max()) if b.size else 0.0
         case Unary(_, operand):
             return _bound(operand, bounds, index)
