@@ -69,7 +69,7 @@ from dtg.pesim.fast.layout import (
     END as CORE_END,
 )
 from dtg.pesim.fast.lower import Tables, Unsupported, lower_module
-from dtg.pesim.fast.results import check_finished, links, pe_stats, span, write_sinks
+from dtg.pesim.fast.results import check_finished, collect, links, pe_stats, span, write_sinks
 from dtg.pesim.fast.setup import Layout, from_run, program_table
 from dtg.pesim.progress import Progress, Watcher
 from dtg.pesim.routers import Deadline, TimeLimitError
@@ -121,7 +121,7 @@ def _in_arrays(module: PeModule, inputs: dict[str, np.ndarray],
     write_sinks(state, run.sinks)
     if complete:
         check_finished(state, run)
-    result_outputs = run.collect() if complete else {}
+    result_outputs = collect(state, grid, run, module, tables) if complete else {}
     start, end = span(state, run)
     if not complete:
         end = max(end, int(state.g[G_NOW]))

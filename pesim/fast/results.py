@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from dtg.codegen.peir import Array, PeModule
+from dtg.pesim.code import NUMPY
 from dtg.pesim.fast.build import Grid, NotInArrays
 from dtg.pesim.fast.layout import (
+    ARRAYS,
     B_LEN,
     BUSY,
     END,
@@ -35,6 +38,7 @@ from dtg.pesim.fast.layout import (
     State,
 )
 from dtg.pesim.fast.lower import Tables
+from dtg.pesim.fast.vector import ivalues
 from dtg.pesim.sim import PeStats, _Run
 
 
@@ -108,4 +112,78 @@ def links(state: State, grid: Grid) -> dict[tuple[tuple[int, int], tuple[int, in
             for k in used}
 
 
-__all__ = ["check_finished", "links", "pe_stats", "span", "write_sinks"]
+
+
+def collect(state: State, grid: Grid, run: _Run, module: PeModule, tables: Tables
+            ) -> dict[str, np.ndarray]:
+    """The output tensors, from the sinks and the arrays stored to outputs (each element
+    exactly once: anything else is left to the simpy engine's set-up to report, by
+    :class:`NotInArrays`)."""
+    outputs = run.outputs
+    result = {name: np.zeros(info.shape, dtype=NUMPY[info.dtype])
+              for name, info in outputs.items()}
+    claims = {name: np.zeros(int(np.prod(info.shape, dtype=np.int64)), dtype=np.int32)
+              for name, info in outputs.items()}
+    produced: set[str] = set()
+    for sink in run.sinks:
+        if sink.tensor not in result:
+            raise NotInArrays(f"a stream of {sink.tensor}, which is no output")
+        flat = result[sink.tensor].reshape(-1)
+        shape = result[sink.tensor].shape
+        for element in sink.order:
+            at = int(np.ravel_multi_index(element, shape))
+            claims[sink.tensor][at] += 1
+            flat[at] = sink.values.get(element, 0.0)
+        produced.add(sink.tensor)
+    first = 0
+    for prog, program in enumerate(module.programs):
+        count = int(np.count_nonzero(grid.core_program == prog))
+        rows = np.arange(first, first + count)
+        first += count
+        if not count:
+            continue
+        ox, oy = program.origin
+        env = {"PE_X": grid.core_x[rows] - ox, "PE_Y": grid.core_y[rows] - oy}
+        slots = tables.info[prog].arrays
+        for a in program.arrays:
+            if a.store is None:
+                continue
+            slot = slots.index(a.name)
+            if a.store not in result or len(outputs[a.store].shape) != len(a.shape):
+                raise NotInArrays(f"array {a.name} stores {a.store}, no output of its rank")
+            _store(state, a, rows, slot, env, result[a.store], claims[a.store])
+            produced.add(a.store)
+    if produced != set(outputs):
+        raise NotInArrays("an output nobody produces")
+    for name in produced:
+        if claims[name].size and (claims[name].min() != 1 or claims[name].max() != 1):
+            raise NotInArrays(f"elements of {name} produced twice or never")
+    return result
+
+
+def _store(state: State, a: Array, rows: np.ndarray, slot: int, env: dict[str, np.ndarray],
+           out: np.ndarray, claims: np.ndarray) -> None:
+    """Array ``a`` of the cores ``rows`` into ``out``: each PE's box, clipped to it."""
+    count, rank = rows.size, len(a.shape)
+    offset = ([ivalues(e, env, count) for e in a.offset]
+              or [np.zeros(count, dtype=np.int64)] * rank)
+    valid = np.ones((count, *a.shape), dtype=bool)
+    where = []
+    for d, (m, n) in enumerate(zip(a.shape, out.shape, strict=True)):
+        shape = [1] * (rank + 1)
+        shape[d + 1] = m
+        g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(shape)
+        valid &= (g >= 0) & (g < n)
+        where.append(g)
+    picked = np.nonzero(valid)  # (PE, local index...) of every element inside the tensor
+    glob = np.ravel_multi_index(tuple(np.broadcast_to(w, valid.shape)[picked]
+                                      for w in where), out.shape)
+    local = np.ravel_multi_index(picked[1:], a.shape) if rank else np.zeros_like(picked[0])
+    at = state.arr_offset[state.core[rows, ARRAYS] + slot][picked[0]] + local
+    values = (state.mem16[at].view(np.float16) if NUMPY[a.dtype] == np.float16
+              else state.mem32[at])
+    claims += np.bincount(glob, minlength=claims.size).astype(np.int32)
+    out.reshape(-1)[glob] = values
+
+
+__all__ = ["check_finished", "collect", "links", "pe_stats", "span", "write_sinks"]

@@ -13,8 +13,8 @@ def not_in_arrays(module: PeModule) -> str | None:
         for a in program.arrays:
             if a.load_set is not None:
                 return f"array {a.name} has a load set"
-            if a.store is not None:
-                return f"array {a.name} is stored to an output"
+            if a.store_set is not None:
+                return f"array {a.name} has a store set"
     return None
 
 
