@@ -92,9 +92,9 @@ from dtg.pesim.fast.layout import (
     rows,
 )
 from dtg.pesim.fast.lower import Tables
-from dtg.pesim.fast.scope import not_in_arrays
+from dtg.pesim.fast.scope import halfspaces, not_in_arrays
 from dtg.pesim.fast.setup import STACK_EXTRA, activations, first_variant, sink_tables
-from dtg.pesim.fast.vector import cvalues, ivalues
+from dtg.pesim.fast.vector import cvalues, in_set, ivalues
 from dtg.pesim.isltext import box
 from dtg.pesim.routers import OPPOSITE, STEP, Deadline, Fabric
 from dtg.pesim.sim import NUMPY, TensorInfo, _Run
@@ -544,6 +544,11 @@ def _local(program: PeProgram, a, env: dict[str, np.ndarray], count: int,
         g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(shape)
         valid &= (g >= 0) & (g < n)
         where.append(np.clip(g, 0, max(n - 1, 0)))
+    if a.load_set is not None:
+        constraints = halfspaces(a.load_set, a.load, rank)
+        if constraints is None:
+            raise NotInArrays(f"array {a.name} has a load set beyond affine constraints")
+        valid &= in_set(constraints, env, where)
     if data.size == 0:
         return np.full((count, size), fill, dtype=dtype)
     values = data[tuple(where)].astype(dtype)

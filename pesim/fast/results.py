@@ -38,7 +38,8 @@ from dtg.pesim.fast.layout import (
     State,
 )
 from dtg.pesim.fast.lower import Tables
-from dtg.pesim.fast.vector import ivalues
+from dtg.pesim.fast.scope import halfspaces
+from dtg.pesim.fast.vector import in_set, ivalues
 from dtg.pesim.sim import PeStats, _Run
 
 
@@ -175,6 +176,12 @@ def _store(state: State, a: Array, rows: np.ndarray, slot: int, env: dict[str, n
         g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(shape)
         valid &= (g >= 0) & (g < n)
         where.append(g)
+    if a.store_set is not None:
+        assert a.store is not None
+        constraints = halfspaces(a.store_set, a.store, rank)
+        if constraints is None:
+            raise NotInArrays(f"array {a.name} has a store set beyond affine constraints")
+        valid &= in_set(constraints, env, where)
     picked = np.nonzero(valid)  # (PE, local index...) of every element inside the tensor
     glob = np.ravel_multi_index(tuple(np.broadcast_to(w, valid.shape)[picked]
                                       for w in where), out.shape)

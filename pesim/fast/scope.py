@@ -4,6 +4,7 @@ without importing numba: the budget check and the choice of engine ask it first.
 from __future__ import annotations
 
 from dtg.codegen.peir import PeModule
+from dtg.pesim.isltext import Halfspaces, check_array_set
 
 
 def not_in_arrays(module: PeModule) -> str | None:
@@ -11,11 +12,18 @@ def not_in_arrays(module: PeModule) -> str | None:
     cycle or lists a buffer twice, found while building)."""
     for program in module.programs:
         for a in program.arrays:
-            if a.load_set is not None:
-                return f"array {a.name} has a load set"
-            if a.store_set is not None:
-                return f"array {a.name} has a store set"
+            for what, tensor, text in (("load", a.load, a.load_set),
+                                       ("store", a.store, a.store_set)):
+                if text is not None and tensor is not None and halfspaces(
+                        text, tensor, len(a.shape)) is None:
+                    return (f"array {a.name} has a {what} set that is not one conjunction "
+                            "of affine constraints")
     return None
 
 
-__all__ = ["not_in_arrays"]
+def halfspaces(text: str, tensor: str, rank: int) -> Halfspaces | None:
+    """The constraints of a load or store set (None: a union, or with divisions)."""
+    return Halfspaces.of(check_array_set(text, tensor, rank, "an array's set", None))
+
+
+__all__ = ["halfspaces", "not_in_arrays"]

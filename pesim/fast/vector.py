@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dtg.codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, ISel, IVar, Not
+from dtg.pesim.isltext import Halfspaces
 
 Values = Mapping[str, np.ndarray]
 
@@ -51,4 +52,28 @@ def cvalues(c: Cond, env: Values, n: int) -> np.ndarray:
     raise TypeError(c)
 
 
-__all__ = ["cvalues", "ivalues"]
+def in_set(halfspaces: Halfspaces, env: Values, where: list[np.ndarray]) -> np.ndarray:
+    """Which elements (global indices ``where``, arrays broadcast against one another and
+    against PEs along the first axis) lie in a load or store set given by its
+    constraints, on each PE (``env``: ``PE_X`` and ``PE_Y`` per PE)."""
+    shape = np.broadcast_shapes(*(w.shape for w in where))
+    count = shape[0]
+    axes = (count,) + (1,) * (len(shape) - 1)
+    x = np.broadcast_to(np.asarray(env["PE_X"]), (count,)).reshape(axes)
+    y = np.broadcast_to(np.asarray(env["PE_Y"]), (count,)).reshape(axes)
+
+    def value(row: list[int]) -> np.ndarray:
+        total = row[0] * x + row[1] * y + row[-1]
+        for a, w in zip(row[2:-1], where, strict=True):
+            total = total + a * w
+        return np.broadcast_to(total, shape)
+
+    inside = np.ones(shape, dtype=bool)
+    for row in halfspaces.inequality_rows:
+        inside &= value(row) >= 0
+    for row in halfspaces.equality_rows:
+        inside &= value(row) == 0
+    return inside
+
+
+__all__ = ["cvalues", "in_set", "ivalues"]
