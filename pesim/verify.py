@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from math import prod
 
 import islpy as isl
+import numpy as np
 
 from dtg.codegen.peir import (
     DTYPES,
@@ -62,6 +63,7 @@ from dtg.pesim.isltext import (
     shifted,
 )
 from dtg.pesim.parser import Locations, stmt_key
+from dtg.pesim.vector import cvalues
 
 PE_PARAMS = ("PE_X", "PE_Y")
 RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar", "count"}
@@ -94,6 +96,23 @@ def program_pes(program: PeProgram, width: int, height: int, loc: SourceLoc | No
                 ) -> list[tuple[int, int]]:
     """Absolute coordinates of the PEs running ``program``, in lexicographic order."""
     return [(x, y) for x, y in points(placed_pes(program, width, height, loc))]
+
+
+def pe_coordinates(program: PeProgram, width: int, height: int,
+                   loc: SourceLoc | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The PEs running ``program`` as arrays of absolute coordinates, in the order of
+    :func:`program_pes`: a box of PEs without listing it, other sets by isl."""
+    pes = placed_pes(program, width, height, loc)
+    if pes.is_empty():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo = [int(pes.dim_min_val(d).to_python()) for d in range(2)]
+    hi = [int(pes.dim_max_val(d).to_python()) for d in range(2)]
+    if pes.is_equal(box(pes.get_tuple_name(), (hi[0] + 1, hi[1] + 1), (lo[0], lo[1]))):
+        x = np.repeat(np.arange(lo[0], hi[0] + 1, dtype=np.int64), hi[1] - lo[1] + 1)
+        y = np.tile(np.arange(lo[1], hi[1] + 1, dtype=np.int64), hi[0] - lo[0] + 1)
+        return x, y
+    listed = np.array(points(pes), dtype=np.int64).reshape(-1, 2)
+    return listed[:, 0].copy(), listed[:, 1].copy()
 
 
 def adjacent(ext: tuple[int, int], width: int, height: int) -> tuple[tuple[int, int], str] | None:
@@ -203,16 +222,23 @@ class _Verifier:
     # ------------------------------------------------------------------ placement
 
     def placement(self) -> None:
+        """No PE runs two programs: the first PE (in order) of a program that an earlier
+        one runs too, found by isl without listing the PEs."""
         m = self.module
-        owner: dict[tuple[int, int], str] = {}
+        earlier: list[tuple[str, isl.Set]] = []
         for program in m.programs:
             loc = self.locs.get(("pes", program.name))
-            for pe in program_pes(program, m.width, m.height, loc):
-                if pe in owner and owner[pe] != program.name:
-                    raise self.fail(f"{pe_name(*pe)} runs two programs, {owner[pe]} and "
-                                    f"{program.name}; every PE runs at most one",
-                                    "pes", program.name)
-                owner[pe] = program.name
+            pes = placed_pes(program, m.width, m.height, loc)
+            taken = [(name, pes.intersect(other)) for name, other in earlier
+                     if name != program.name]
+            clashes = [(tuple(points(common.lexmin())[0]), name) for name, common in taken
+                       if not common.is_empty()]
+            if clashes:
+                pe, name = min(clashes)
+                raise self.fail(f"{pe_name(*pe)} runs two programs, {name} and "
+                                f"{program.name}; every PE runs at most one",
+                                "pes", program.name)
+            earlier.append((program.name, pes))
 
     # -------------------------------------------------------------------- program
 
@@ -316,12 +342,27 @@ class _Verifier:
                 self.iexpr(e, set(PE_PARAMS), "a route guard", *key)
 
     def route_clashes(self, p: PeProgram) -> None:
-        """Two routes with the same color and source port on one PE would be ambiguous."""
+        """Two routes with the same color and source port on one PE would be ambiguous
+        (found for all PEs at once; the first PE with a clash is then looked at)."""
         if not p.routes:
             return
         guards = [compile_cond(r.guard) if r.guard is not None else None for r in p.routes]
         ox, oy = p.origin
-        for x, y in program_pes(p, self.module.width, self.module.height):
+        xs, ys = pe_coordinates(p, self.module.width, self.module.height)
+        coords = {"PE_X": xs - ox, "PE_Y": ys - oy}
+        holding: dict[tuple[int, str], np.ndarray] = {}
+        for r in p.routes:
+            holds = (np.ones(xs.size, dtype=np.int64) if r.guard is None
+                     else cvalues(r.guard, coords, xs.size).astype(np.int64))
+            key = (r.color, r.source)
+            holding[key] = holding[key] + holds if key in holding else holds
+        clash = np.zeros(xs.size, dtype=bool)
+        for count in holding.values():
+            clash |= count > 1
+        if not clash.any():
+            return
+        first = int(np.argmax(clash))
+        for x, y in [(int(xs[first]), int(ys[first]))]:
             env = {"PE_X": x - ox, "PE_Y": y - oy}
             seen: dict[tuple[int, str], int] = {}
             for k, (r, g) in enumerate(zip(p.routes, guards, strict=True)):

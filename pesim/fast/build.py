@@ -25,7 +25,6 @@ import simpy
 
 from dtg.codegen.peir import PeModule, PeProgram
 from dtg.lair.limits import MAX_SECONDS
-from dtg.mapping.poly import points
 from dtg.pesim.code import ProgramCode
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import calendar, kernel
@@ -94,11 +93,10 @@ from dtg.pesim.fast.layout import (
 from dtg.pesim.fast.lower import Tables
 from dtg.pesim.fast.scope import halfspaces, not_in_arrays
 from dtg.pesim.fast.setup import STACK_EXTRA, activations, first_variant, sink_tables
-from dtg.pesim.fast.vector import cvalues, in_set, ivalues
-from dtg.pesim.isltext import box
 from dtg.pesim.routers import OPPOSITE, STEP, Deadline, Fabric
 from dtg.pesim.sim import NUMPY, TensorInfo, _Run
-from dtg.pesim.verify import placed_pes
+from dtg.pesim.vector import cvalues, in_set, ivalues
+from dtg.pesim.verify import pe_coordinates
 
 
 class NotInArrays(Exception):
@@ -135,7 +133,7 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
     # ------------------------------------------------------------------- cores
     xs, ys, progs = [], [], []
     for k, program in enumerate(module.programs):
-        x, y = _pes(program, width, height)
+        x, y = pe_coordinates(program, width, height)
         xs.append(x)
         ys.append(y)
         progs.append(np.full(x.size, k, dtype=np.int64))
@@ -503,22 +501,6 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _pes(program: PeProgram, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """The program's PEs (absolute), in the simpy engine's order (x, then y): a box of
-    PEs without listing it, other sets by isl."""
-    pes = placed_pes(program, width, height)
-    if pes.is_empty():
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    lo = [int(pes.dim_min_val(d).to_python()) for d in range(2)]
-    hi = [int(pes.dim_max_val(d).to_python()) for d in range(2)]
-    if pes.is_equal(box(pes.get_tuple_name(), (hi[0] + 1, hi[1] + 1), (lo[0], lo[1]))):
-        x = np.repeat(np.arange(lo[0], hi[0] + 1, dtype=np.int64), hi[1] - lo[1] + 1)
-        y = np.tile(np.arange(lo[1], hi[1] + 1, dtype=np.int64), hi[0] - lo[0] + 1)
-        return x, y
-    listed = np.array(points(pes), dtype=np.int64).reshape(-1, 2)
-    return listed[:, 0].copy(), listed[:, 1].copy()
 
 
 def _local(program: PeProgram, a, env: dict[str, np.ndarray], count: int,

@@ -39,8 +39,8 @@ from dtg.pesim.fast.layout import (
 )
 from dtg.pesim.fast.lower import Tables
 from dtg.pesim.fast.scope import halfspaces
-from dtg.pesim.fast.vector import in_set, ivalues
 from dtg.pesim.sim import PeStats, _Run
+from dtg.pesim.vector import in_set, ivalues
 
 
 def write_sinks(state: State, sinks: list) -> None:

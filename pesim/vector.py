@@ -1,6 +1,7 @@
 """Integer expressions and conditions of PE code evaluated for many PEs at once: the
 same values as :mod:`pesim.expr`'s closures, over numpy arrays of PE coordinates (one
-entry per PE), for the compiled engine's set-up in arrays."""
+entry per PE), for the compiled engine's set-up in arrays and for checks over all PEs
+of a module."""
 
 from __future__ import annotations
 
