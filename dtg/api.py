@@ -30,7 +30,7 @@ from dtg.lair.parser import parse, parse_file
 from dtg.mapping.binding import split_params
 from dtg.mapping.direction import TILE_PARAMETERS
 from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
-from dtg.pesim.engines import check_budget, check_engine
+from dtg.pesim.engines import check_budget, check_engine, prepare
 from dtg.pesim.fabric import PRESETS, FabricConfig, preset
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.parser import parse_module_text
@@ -253,7 +253,8 @@ def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | Non
     module: PeModule
     module, locations = parse_module_text(module_text(c), f"<{c.module.name}.pe>"
                                           if c.module else "<module>")
-    check_budget(module, locations)
+    check_budget(module, locations, engine=engine)
+    prepare(module, engine)
     verify_module(module, config, locations=locations)
     data = _inputs(c.program, inputs, seed)
     outcome = run_module(module, c.program, data, config=config, max_seconds=max_seconds,

@@ -83,6 +83,16 @@ def check_budget(module: PeModule, locations: Locations | None = None, *,
         check_simpy_budget(module, locations)
 
 
+def prepare(module: PeModule, engine: str = "auto") -> None:
+    """Start compiling the compiled engine in the background when this run will take it
+    and it is not compiled yet (:mod:`pesim.fast.warm`): the compile then overlaps
+    verification, inputs and set-up."""
+    if resolve(module, engine) != "simpy" and needs_compiling():
+        from dtg.pesim.fast import warm
+
+        warm.start()
+
+
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, engine: str = "auto",
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
@@ -97,12 +107,14 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
         return simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]
     why = fast_unavailable(trace=trace)
     if why is None:
+        from dtg.pesim.fast import warm
         from dtg.pesim.fast.engine import simulate as simulate_fast
         from dtg.pesim.fast.lower import Unsupported
 
         if notice is not None and needs_compiling():
             notice("compiling the fast engine (once per installed version, about half a "
                    "minute; --engine simpy runs without it)")
+        warm.wait()
         try:
             return simulate_fast(module, inputs, outputs, config=config,
                                  max_seconds=max_seconds, watch=watch)
@@ -113,4 +125,4 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
 
 
 __all__ = ["AUTO_FAST_PES", "ENGINES", "Notice", "check_budget", "check_engine",
-           "fast_unavailable", "needs_compiling", "resolve", "simulate"]
+           "fast_unavailable", "needs_compiling", "prepare", "resolve", "simulate"]

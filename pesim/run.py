@@ -36,7 +36,7 @@ from dtg.lair.interp import (
 )
 from dtg.lair.interp import run as reference_run
 from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS, counted
-from dtg.pesim.engines import Notice, check_budget, simulate
+from dtg.pesim.engines import Notice, check_budget, prepare, simulate
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
@@ -248,7 +248,7 @@ def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: i
     a moved module's reference program and mapping in; ``reference``, ``mapping``: name
     them instead of the module's header; ``claim`` is told of every file read;
     ``inputs``: the input arrays themselves (instead of ``inputs_path`` or ``seed``)."""
-    module, module_path, locations = read_module(path, config, claim=claim)
+    module, module_path, locations = read_module(path, config, claim=claim, engine=engine)
     ref_path = reference_path(module, module_path, search, reference)
     map_path, note = mapping_path(module, module_path, search, mapping)
     if claim is not None:  # every file the run reads is known before any is read
@@ -284,7 +284,8 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     assert compiled.module is not None
     text = print_module(compiled.module)
     module, locations = parse_module_text(text, f"<{Path(path).stem}.pe>")
-    check_budget(module, locations)
+    check_budget(module, locations, engine=engine)
+    prepare(module, engine)
     verify_module(module, config, locations=locations)
     inputs = make_inputs(compiled.program, inputs_path=inputs_path, seed=seed)
     outcome = run_module(module, compiled.program, inputs, config=config,

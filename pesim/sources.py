@@ -33,7 +33,7 @@ from dtg.mapping.direction import TILE_PARAMETERS, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping as ValidMapping
 from dtg.mapping.validate import validate_mapping
-from dtg.pesim.engines import check_budget
+from dtg.pesim.engines import check_budget, prepare
 from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.parser import Locations, parse_module_file, parse_module_text
 from dtg.pesim.verify import verify_module
@@ -63,9 +63,11 @@ def find_module(path: str | Path) -> Path:
 
 
 def read_module(path: str | Path, config: FabricConfig | None = None, *,
-                claim: Claim | None = None) -> tuple[PeModule, Path | None, Locations]:
+                claim: Claim | None = None, engine: str = "auto"
+                ) -> tuple[PeModule, Path | None, Locations]:
     """Parse and verify the module of a file, a directory or (``-``) standard input
-    (errors point into the text); its path is None for standard input."""
+    (errors point into the text); its path is None for standard input. A run on the
+    compiled engine that is not compiled yet starts compiling it here, beside the rest."""
     if str(path) == STDIN:
         module_path = None
         module, locations = parse_module_text(_read_stdin(), "<stdin>")
@@ -74,7 +76,8 @@ def read_module(path: str | Path, config: FabricConfig | None = None, *,
         if claim is not None:
             claim(module_path, "the module")
         module, locations = parse_module_file(module_path)
-    check_budget(module, locations)  # before verification lists the PEs
+    check_budget(module, locations, engine=engine)  # before verification lists the PEs
+    prepare(module, engine)
     verify_module(module, config, locations=locations)
     return module, module_path, locations
 

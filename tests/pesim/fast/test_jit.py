@@ -46,3 +46,26 @@ def test_the_digest_covers_every_compiled_module_and_what_it_imports() -> None:
         for module, names in imported:
             for used in ([module] if module else [n.strip() for n in names.split(",")]):
                 assert used in compiled, f"{name}.py imports {used}"
+
+
+def test_nothing_is_started_when_the_engine_is_compiled() -> None:
+    from dtg.pesim.fast import warm
+
+    assert jit.is_cached()  # (the test run compiled it first: tests/conftest.py)
+    warm.start()
+    assert warm._started is None
+
+
+@pytest.mark.long
+def test_a_first_run_compiles_in_a_process_beside_it(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """A new cache directory (a new install): the compile runs in another process, and
+    once it is waited for the engine is cached there."""
+    from dtg.pesim.fast import warm
+
+    monkeypatch.setenv("DTG_CACHE_DIR", str(tmp_path))
+    assert not jit.is_cached()
+    warm.start()
+    assert warm._started is not None
+    warm.wait()
+    assert jit.is_cached()
