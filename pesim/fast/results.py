@@ -90,18 +90,20 @@ def pe_stats(state: State, grid: Grid, tables: Tables, names: list[str]
     programs = core[:, PROGRAM].tolist()
     profiles = core[:, PROFILE].tolist()
     tasks = [info.tasks for info in tables.info]
-    first, runs, busy = state.prof_first, state.prof_runs, state.prof_busy
+    # (as lists: reading a Python list is many times faster than a numpy scalar)
+    first, runs, busy = (state.prof_first.tolist(), state.prof_runs.tolist(),
+                         state.prof_busy.tolist())
     stats = {}
     for c, prog in enumerate(programs):
         base = profiles[c]
         names_of = tasks[prog]
-        ran = [(int(first[base + k]), k) for k in range(len(names_of)) if first[base + k] >= 0]
-        per_task = {names_of[k]: (int(runs[base + k]), int(busy[base + k]))
-                    for _, k in sorted(ran)}
-        busy_, ops, runs_, scalar, sent, stall, wait, tasks_run, flops, simd_flops = (
-            col[c] for col in columns)
-        stats[(xs[c], ys[c])] = PeStats(names[prog], busy_, ops, runs_, scalar, sent, stall,
-                                        wait, tasks_run, flops, simd_flops, per_task)
+        ran = sorted((first[base + k], k) for k in range(len(names_of))
+                     if first[base + k] >= 0)
+        per_task = {names_of[k]: (runs[base + k], busy[base + k]) for _, k in ran}
+        stats[(xs[c], ys[c])] = PeStats(
+            names[prog], columns[0][c], columns[1][c], columns[2][c], columns[3][c],
+            columns[4][c], columns[5][c], columns[6][c], columns[7][c], columns[8][c],
+            columns[9][c], per_task)
     return stats
 
 
