@@ -107,6 +107,7 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
         return simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]
     why = fast_unavailable(trace=trace)
     if why is None:
+        check_budget(module, engine=engine)  # (callers that read no file come here first)
         from dtg.pesim.fast import warm
         from dtg.pesim.fast.engine import simulate as simulate_fast
         from dtg.pesim.fast.lower import Unsupported

@@ -102,7 +102,10 @@ def test_the_tiling_does_not_grow_with_the_coefficients(tmp_path: Path) -> None:
     assert dtg.simulate(dtg.compile(GEMV, path)).verified
 
 
-def test_ties_too_large_to_simulate_are_located_and_say_what_works(tmp_path: Path) -> None:
+def test_ties_too_large_to_simulate_are_located_and_say_what_works(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine whose memory (here: 1 GiB) holds no simulation of a million PEs."""
+    monkeypatch.setenv("DTG_MEMORY_LIMIT", str(1 << 30))
     path = tmp_path / "gemv.map"
     path.write_text("rectangle { PE[1000, 1000] }\nplacement direction { gemv[i, j] -> [i, j] }"
                     "\ninput x resident\ninput W resident\noutput y resident\n")
