@@ -9,8 +9,21 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dtg.codegen.peir import BConst, BoolOp, Cmp, Cond, IBin, IConst, IExpr, INeg, ISel, IVar, Not
-from dtg.pesim.isltext import Halfspaces
+from dtg.codegen.peir import (
+    Array,
+    BConst,
+    BoolOp,
+    Cmp,
+    Cond,
+    IBin,
+    IConst,
+    IExpr,
+    INeg,
+    ISel,
+    IVar,
+    Not,
+)
+from dtg.pesim.isltext import Halfspaces, check_array_set
 
 Values = Mapping[str, np.ndarray]
 
@@ -77,4 +90,35 @@ def in_set(halfspaces: Halfspaces, env: Values, where: list[np.ndarray]) -> np.n
     return inside
 
 
-__all__ = ["cvalues", "in_set", "ivalues"]
+def halfspaces(text: str, tensor: str, rank: int) -> Halfspaces | None:
+    """The constraints of a load or store set (None: a union, or with divisions)."""
+    return Halfspaces.of(check_array_set(text, tensor, rank, "an array's set", None))
+
+
+def box_elements(a: Array, tensor: str, text: str | None, shape: tuple[int, ...],
+                 env: Values, count: int) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """The elements array ``a`` loads or stores on each of ``count`` PEs: its box at its
+    offset, clipped to a tensor of ``shape`` and filtered by the set ``text`` when there
+    is one. Returns whether each (PE, local index) is one ([count, *a.shape]) and its
+    global index along each dimension (arrays broadcasting against that); None when the
+    set is not one conjunction of affine constraints."""
+    rank = len(a.shape)
+    offset = ([ivalues(e, env, count) for e in a.offset]
+              or [np.zeros(count, dtype=np.int64)] * rank)
+    valid = np.ones((count, *a.shape), dtype=bool)
+    where = []
+    for d, (m, n) in enumerate(zip(a.shape, shape, strict=True)):
+        along = [1] * (rank + 1)
+        along[d + 1] = m
+        g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(along)
+        valid &= (g >= 0) & (g < n)
+        where.append(g)
+    if text is not None:
+        constraints = halfspaces(text, tensor, rank)
+        if constraints is None:
+            return None
+        valid &= in_set(constraints, env, where)
+    return valid, where
+
+
+__all__ = ["box_elements", "cvalues", "halfspaces", "in_set", "ivalues"]

@@ -91,11 +91,11 @@ from dtg.pesim.fast.layout import (
     rows,
 )
 from dtg.pesim.fast.lower import Tables
-from dtg.pesim.fast.scope import halfspaces, not_in_arrays
+from dtg.pesim.fast.scope import not_in_arrays
 from dtg.pesim.fast.setup import STACK_EXTRA, activations, first_variant, sink_tables
 from dtg.pesim.routers import OPPOSITE, STEP, Deadline, Fabric
 from dtg.pesim.sim import NUMPY, TensorInfo, _Run
-from dtg.pesim.vector import cvalues, in_set, ivalues
+from dtg.pesim.vector import box_elements, cvalues
 from dtg.pesim.verify import pe_coordinates
 
 
@@ -515,25 +515,14 @@ def _local(program: PeProgram, a, env: dict[str, np.ndarray], count: int,
     data = inputs.get(a.load)
     if data is None or data.ndim != len(a.shape):
         raise NotInArrays(f"array {a.name} loads {a.load}, not an input of its rank")
-    offset = ([ivalues(e, env, count) for e in a.offset]
-              or [np.zeros(count, dtype=np.int64)] * len(a.shape))
-    rank = len(a.shape)
-    valid = np.ones((count, *a.shape), dtype=bool)
-    where = []
-    for d, (m, n) in enumerate(zip(a.shape, data.shape, strict=True)):
-        shape = [1] * (rank + 1)
-        shape[d + 1] = m
-        g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(shape)
-        valid &= (g >= 0) & (g < n)
-        where.append(np.clip(g, 0, max(n - 1, 0)))
-    if a.load_set is not None:
-        constraints = halfspaces(a.load_set, a.load, rank)
-        if constraints is None:
-            raise NotInArrays(f"array {a.name} has a load set beyond affine constraints")
-        valid &= in_set(constraints, env, where)
+    found = box_elements(a, a.load, a.load_set, data.shape, env, count)
+    if found is None:
+        raise NotInArrays(f"array {a.name} has a load set beyond affine constraints")
+    valid, where = found
     if data.size == 0:
         return np.full((count, size), fill, dtype=dtype)
-    values = data[tuple(where)].astype(dtype)
+    inside = tuple(np.clip(g, 0, n - 1) for g, n in zip(where, data.shape, strict=True))
+    values = data[inside].astype(dtype)
     return np.where(valid, values, np.asarray(fill, dtype=dtype)).reshape(count, size)
 
 

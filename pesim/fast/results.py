@@ -38,9 +38,8 @@ from dtg.pesim.fast.layout import (
     State,
 )
 from dtg.pesim.fast.lower import Tables
-from dtg.pesim.fast.scope import halfspaces
 from dtg.pesim.sim import PeStats, _Run
-from dtg.pesim.vector import in_set, ivalues
+from dtg.pesim.vector import box_elements
 
 
 def write_sinks(state: State, sinks: list) -> None:
@@ -167,23 +166,12 @@ def collect(state: State, grid: Grid, run: _Run, module: PeModule, tables: Table
 def _store(state: State, a: Array, rows: np.ndarray, slot: int, env: dict[str, np.ndarray],
            out: np.ndarray, claims: np.ndarray) -> None:
     """Array ``a`` of the cores ``rows`` into ``out``: each PE's box, clipped to it."""
-    count, rank = rows.size, len(a.shape)
-    offset = ([ivalues(e, env, count) for e in a.offset]
-              or [np.zeros(count, dtype=np.int64)] * rank)
-    valid = np.ones((count, *a.shape), dtype=bool)
-    where = []
-    for d, (m, n) in enumerate(zip(a.shape, out.shape, strict=True)):
-        shape = [1] * (rank + 1)
-        shape[d + 1] = m
-        g = offset[d].reshape([count] + [1] * rank) + np.arange(m).reshape(shape)
-        valid &= (g >= 0) & (g < n)
-        where.append(g)
-    if a.store_set is not None:
-        assert a.store is not None
-        constraints = halfspaces(a.store_set, a.store, rank)
-        if constraints is None:
-            raise NotInArrays(f"array {a.name} has a store set beyond affine constraints")
-        valid &= in_set(constraints, env, where)
+    assert a.store is not None
+    found = box_elements(a, a.store, a.store_set, out.shape, env, rows.size)
+    if found is None:
+        raise NotInArrays(f"array {a.name} has a store set beyond affine constraints")
+    valid, where = found
+    rank = len(a.shape)
     picked = np.nonzero(valid)  # (PE, local index...) of every element inside the tensor
     glob = np.ravel_multi_index(tuple(np.broadcast_to(w, valid.shape)[picked]
                                       for w in where), out.shape)

@@ -4,7 +4,7 @@ without importing numba: the budget check and the choice of engine ask it first.
 from __future__ import annotations
 
 from dtg.codegen.peir import PeModule
-from dtg.pesim.isltext import Halfspaces, check_array_set
+from dtg.pesim.vector import halfspaces
 
 
 def not_in_arrays(module: PeModule) -> str | None:
@@ -21,9 +21,4 @@ def not_in_arrays(module: PeModule) -> str | None:
     return None
 
 
-def halfspaces(text: str, tensor: str, rank: int) -> Halfspaces | None:
-    """The constraints of a load or store set (None: a union, or with divisions)."""
-    return Halfspaces.of(check_array_set(text, tensor, rank, "an array's set", None))
-
-
-__all__ = ["halfspaces", "not_in_arrays"]
+__all__ = ["not_in_arrays"]

@@ -46,8 +46,11 @@ def start() -> None:
 
     if _started is not None or is_cached():
         return
-    _started = subprocess.Popen([sys.executable, "-m", "dtg.pesim.fast.warm"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _started = subprocess.Popen([sys.executable, "-m", "dtg.pesim.fast.warm"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return  # (no second process: the engine compiles here when it first runs)
     atexit.register(_stop)
 
 
