@@ -37,7 +37,7 @@ from dtg.pesim.parser import parse_module_text
 from dtg.pesim.report import build_report, run_header
 from dtg.pesim.run import RunOutcome, make_inputs, run_file, run_module
 from dtg.pesim.sim import PeStats
-from dtg.pesim.trace import Trace
+from dtg.pesim.trace import Trace, Window
 from dtg.pesim.verify import verify_module
 
 Source = str | os.PathLike[str]
@@ -198,7 +198,7 @@ class Result:
 
 
 def simulate(what: Compilation | Source, *, inputs: Mapping[str, np.ndarray] | None = None,
-             seed: int = 0, trace: bool = False, fabric: str | FabricConfig | None = None,
+             seed: int = 0, trace: bool | Window = False, fabric: str | FabricConfig | None = None,
              max_seconds: float = MAX_SECONDS, engine: str = "auto") -> Result:
     """Simulate a compilation (or a ``.pe`` module file) and check every output against
     the reference interpreter.
@@ -247,7 +247,7 @@ def _inputs(program: Program, inputs: Mapping[str, np.ndarray] | None, seed: int
 
 def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | None, seed: int,
                           fabric: str | FabricConfig | None, max_seconds: float,
-                          trace: bool = False, engine: str = "auto") -> RunOutcome:
+                          trace: bool | Window = False, engine: str = "auto") -> RunOutcome:
     config = c.fabric if fabric is None else _fabric(fabric)
     # simulate exactly the text dtg-codegen prints, parsed again as a file would be
     module: PeModule

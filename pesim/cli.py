@@ -3,8 +3,9 @@
     pesim MODULE.pe | OUTDIR | - | PROG.lair [-m MAP] [--param K=V] [--no-simd]
           [--arrival A] [--reference PROG.lair] [--inputs IN.npz] [--outputs OUT.npz]
           [--seed N] [--fabric paper|wse2|wse3] [--config FABRIC.toml] [--report FILE.json]
-          [--trace TRACE.json] [--heatmap PICTURE.png] [-I DIR] [--max-seconds S]
-          [--engine auto|fast|simpy] [--quiet]
+          [--trace TRACE.json [--trace-cycles FROM:TO] [--trace-pes X0:X1,Y0:Y1]]
+          [--heatmap PICTURE.png] [-I DIR] [--max-seconds S] [--engine auto|fast|simpy]
+          [--quiet]
 
 Exit status 0 only when every output matches the reference; 1 with a message for every
 error (malformed PE code, missing files, wrong inputs, deadlock, cycle limit, mismatch,
@@ -43,6 +44,7 @@ from dtg.pesim.report import (
 )
 from dtg.pesim.run import RunOutcome, run_file, run_program
 from dtg.pesim.sources import STDIN, Claim, output_path
+from dtg.pesim.trace import Window
 
 
 def build_parser(prog: str = "pesim") -> argparse.ArgumentParser:
@@ -84,6 +86,12 @@ def build_parser(prog: str = "pesim") -> argparse.ArgumentParser:
     parser.add_argument("--trace", metavar="TRACE.json",
                         help="write every PE's timeline (tasks, SIMD runs, waits, stalls) and "
                              "the wavelet hops per cycle as a Chrome/Perfetto trace")
+    parser.add_argument("--trace-cycles", type=range_arg, metavar="FROM:TO",
+                        help="with --trace: keep only the slices that overlap cycles FROM to "
+                             "TO (TO excluded) and the hops of those cycles")
+    parser.add_argument("--trace-pes", type=pes_arg, metavar="X0:X1,Y0:Y1",
+                        help="with --trace: keep only the timelines of PEs with X0 <= x < X1 "
+                             "and Y0 <= y < Y1 (a large mesh's trace is large)")
     parser.add_argument("--heatmap", metavar="PICTURE.png",
                         help="draw busy cycles per PE and wavelets per link over the mesh")
     parser.add_argument("--max-seconds", type=seconds_arg, default=MAX_SECONDS, metavar="S",
@@ -109,6 +117,42 @@ def seed_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to {MAX_INT}, got "
                                          f"{shown}")
     return value
+
+
+def range_arg(text: str) -> tuple[int, int]:
+    """``FROM:TO``, two integers with FROM < TO (either may be left out: 0, no end)."""
+    first, colon, past = text.partition(":")
+    try:
+        lo = int(first) if first.strip() else 0
+        hi = int(past) if past.strip() else MAX_INT
+    except ValueError:
+        lo = hi = -1
+    if not colon or lo < 0 or hi <= lo:
+        raise argparse.ArgumentTypeError(f"expected FROM:TO with 0 <= FROM < TO (e.g. "
+                                         f"1000:2000), got {abbreviate(text)!r}")
+    return lo, hi
+
+
+def pes_arg(text: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``X0:X1,Y0:Y1``: a box of PEs, each range as in :func:`range_arg`."""
+    x, comma, y = text.partition(",")
+    try:
+        if not comma:
+            raise argparse.ArgumentTypeError("")
+        return range_arg(x), range_arg(y)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected X0:X1,Y0:Y1 (e.g. 0:8,0:8 for PE[0..7, "
+                                         f"0..7]), got {abbreviate(text)!r}") from None
+
+
+def trace_arg(args: argparse.Namespace) -> bool | Window:
+    """What ``--trace`` and its window ask to record."""
+    if not args.trace:
+        return False
+    if args.trace_cycles is None and args.trace_pes is None:
+        return True
+    x, y = args.trace_pes or (None, None)
+    return Window(args.trace_cycles, x, y)
 
 
 def seconds_arg(text: str) -> float:
@@ -196,15 +240,18 @@ def simulate_args(args: argparse.Namespace, watch: Watcher | None = None,
                            simd=not args.no_simd, arrival=args.arrival or "batched",
                            inputs_path=args.inputs,
                            seed=args.seed or 0, config=config, max_seconds=args.max_seconds,
-                           watch=watch, trace=bool(args.trace), engine=args.engine,
+                           watch=watch, trace=trace_arg(args), engine=args.engine,
                            notice=notice)
     return run_file(args.module, inputs_path=args.inputs, seed=args.seed or 0, config=config,
                     max_seconds=args.max_seconds, watch=watch, search=args.reference_dir,
-                    trace=bool(args.trace), reference=args.reference, mapping=args.mapping,
+                    trace=trace_arg(args), reference=args.reference, mapping=args.mapping,
                     claim=claim, engine=args.engine, notice=notice)
 
 
 def check_usage(args: argparse.Namespace) -> None:
+    if (args.trace_cycles or args.trace_pes) and not args.trace:
+        raise UsageError("--trace-cycles and --trace-pes choose what --trace TRACE.json "
+                         "keeps; add --trace")
     if args.inputs is not None and args.seed is not None:
         raise UsageError("--inputs and --seed exclude each other: the seed only makes "
                          "random inputs")

@@ -27,6 +27,7 @@ from dtg.pesim.progress import Watcher
 from dtg.pesim.sim import SimResult, TensorInfo
 from dtg.pesim.sim import check_budget as check_simpy_budget
 from dtg.pesim.sim import simulate as simulate_simpy
+from dtg.pesim.trace import Window
 
 ENGINES = ("auto", "fast", "simpy")
 AUTO_FAST_PES = 256  # measured: below, the simpy engine finishes first (benchmarks/)
@@ -39,11 +40,9 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def fast_unavailable(*, trace: bool = False) -> str | None:
+def fast_unavailable() -> str | None:
     """Why the compiled engine cannot run (None when it can, as far as can be told
     before looking at the module)."""
-    if trace:
-        return "the fast engine does not record traces yet"
     try:
         import numba  # noqa: F401
     except ImportError:
@@ -61,12 +60,12 @@ def needs_compiling() -> bool:
     return not is_cached()
 
 
-def resolve(module: PeModule, engine: str = "auto", *, trace: bool = False) -> str:
+def resolve(module: PeModule, engine: str = "auto") -> str:
     """The engine a run of ``module`` will take as far as can be told before lowering
     it: "simpy", "fast" (set up in arrays) or "fast-objects" (set up through the simpy
     engine's objects, for what the set-up in arrays lacks)."""
     check_engine(engine)
-    if engine == "simpy" or fast_unavailable(trace=trace) is not None or (
+    if engine == "simpy" or fast_unavailable() is not None or (
             engine == "auto" and module.width * module.height < AUTO_FAST_PES):
         return "simpy"
     return "fast" if not_in_arrays(module) is None else "fast-objects"
@@ -96,7 +95,7 @@ def prepare(module: PeModule, engine: str = "auto") -> None:
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, engine: str = "auto",
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
-             watch: Watcher | None = None, trace: bool = False,
+             watch: Watcher | None = None, trace: bool | Window = False,
              notice: Notice | None = None) -> SimResult:
     """:func:`pesim.sim.simulate` on the engine ``engine`` names (see the module);
     ``notice`` is told when the compiled engine is about to be compiled."""
@@ -105,7 +104,7 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     if engine == "simpy" or (engine == "auto"
                              and module.width * module.height < AUTO_FAST_PES):
         return simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]
-    why = fast_unavailable(trace=trace)
+    why = fast_unavailable()
     if why is None:
         check_budget(module, engine=engine)  # (callers that read no file come here first)
         from dtg.pesim.fast import warm
@@ -118,7 +117,7 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
         warm.wait()
         try:
             return simulate_fast(module, inputs, outputs, config=config,
-                                 max_seconds=max_seconds, watch=watch)
+                                 max_seconds=max_seconds, watch=watch, trace=trace)
         except Unsupported as missing:
             why = f"the fast engine does not run {missing} yet"
     result = simulate_simpy(module, inputs, outputs, **options)  # type: ignore[arg-type]

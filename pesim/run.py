@@ -50,6 +50,7 @@ from dtg.pesim.sources import (
     read_module,
     reference_path,
 )
+from dtg.pesim.trace import Window
 from dtg.pesim.verify import verify_module
 
 TOLERANCE = {"float16": (1e-2, 1e-3), "float32": (1e-5, 1e-6)}  # (relative, absolute)
@@ -217,7 +218,7 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
 def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarray], *,
                config: FabricConfig | None = None, module_path: Path | None = None,
                reference: Path | None = None, max_seconds: float = MAX_SECONDS,
-               watch: Watcher | None = None, trace: bool = False,
+               watch: Watcher | None = None, trace: bool | Window = False,
                engine: str = "auto", notice: Notice | None = None) -> RunOutcome:
     """Simulate a verified module on ``inputs`` and compare with the reference program
     (nothing is compared when the run was interrupted)."""
@@ -239,7 +240,7 @@ def run_module(module: PeModule, program: Program, inputs: Mapping[str, np.ndarr
 def run_file(path: str | Path, *, inputs_path: str | Path | None = None, seed: int = 0,
              config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
              watch: Watcher | None = None, search: Sequence[str | Path] = (),
-             trace: bool = False, reference: str | Path | None = None,
+             trace: bool | Window = False, reference: str | Path | None = None,
              mapping: str | Path | None = None, claim: Claim | None = None,
              inputs: Mapping[str, np.ndarray] | None = None, engine: str = "auto",
              notice: Notice | None = None) -> RunOutcome:
@@ -272,7 +273,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
                 params: Mapping[str, int | str] | None = None, simd: bool = True,
                 arrival: str = "batched", inputs_path: str | Path | None = None, seed: int = 0,
                 config: FabricConfig | None = None, max_seconds: float = MAX_SECONDS,
-                watch: Watcher | None = None, trace: bool = False, engine: str = "auto",
+                watch: Watcher | None = None, trace: bool | Window = False, engine: str = "auto",
                 notice: Notice | None = None) -> RunOutcome:
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""

@@ -49,7 +49,7 @@ from dtg.pesim.routers import (
     Sink,
     TimeLimitError,
 )
-from dtg.pesim.trace import Trace
+from dtg.pesim.trace import Trace, Window, tracing
 from dtg.pesim.verify import adjacent, pe_name, placed_pes, program_pes
 
 
@@ -109,7 +109,7 @@ class SimResult:
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None,
              max_seconds: float = MAX_SECONDS, watch: Watcher | None = None,
-             trace: bool = False) -> SimResult:
+             trace: bool | Window = False) -> SimResult:
     """Run ``module`` on ``inputs``; return the outputs, cycles and statistics (and
     with ``trace`` the timeline of every PE, :mod:`pesim.trace`).
 
@@ -123,7 +123,7 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
         run = _Run(module, inputs, outputs, config, Deadline(max_seconds),
-                   Trace() if trace else None)
+                   tracing(trace))
         try:
             events = run.run(watch)
         except SimulationError as err:  # a traced run keeps its trace up to the error

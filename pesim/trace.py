@@ -10,32 +10,63 @@ as nanoseconds and chrome://tracing show a cycle as 1000 ns.
 
 Recording costs nothing when off: the simulator holds ``None`` instead of a
 :class:`Trace` and checks for it once per task, instruction, wait and forward.
+
+A trace of a large run is large (a slice per task run on every PE): a :class:`Window`
+keeps only the slices that overlap a range of cycles on a box of PEs, and the hops of
+those cycles (the hop counter is the whole mesh's).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 Pe = tuple[int, int]
+Range = tuple[int, int]  # first, past the last
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a trace keeps: slices overlapping ``cycles`` on PEs with ``x`` and ``y`` in
+    their ranges (half-open, as Python's slices; None: all)."""
+
+    cycles: Range | None = None
+    x: Range | None = None
+    y: Range | None = None
+
+    def keeps(self, pe: Pe, start: int, end: int) -> bool:
+        return (self.keeps_pe(pe) and (self.cycles is None or (
+            start < self.cycles[1] and max(end, start + 1) > self.cycles[0])))
+
+    def keeps_pe(self, pe: Pe) -> bool:
+        return ((self.x is None or self.x[0] <= pe[0] < self.x[1])
+                and (self.y is None or self.y[0] <= pe[1] < self.y[1]))
+
+    def keeps_cycle(self, cycle: int) -> bool:
+        return self.cycles is None or self.cycles[0] <= cycle < self.cycles[1]
 
 
 class Trace:
     """What a traced run recorded: slices per PE and wavelet hops per cycle."""
 
-    __slots__ = ("hops", "slices")
+    __slots__ = ("hops", "slices", "window")
 
-    def __init__(self) -> None:
+    def __init__(self, window: Window | None = None) -> None:
         self.slices: list[tuple[Pe, str, str, int, int, dict[str, Any] | None]] = []
         self.hops: Counter[int] = Counter()
+        self.window = window
 
     def span(self, pe: Pe, name: str, category: str, start: int, end: int,
              args: dict[str, Any] | None = None) -> None:
-        self.slices.append((pe, name, category, start, end, args))
+        if self.window is None or self.window.keeps(pe, start, end):
+            self.slices.append((pe, name, category, start, end, args))
 
     def hop(self, cycle: int, wavelets: int) -> None:
-        self.hops[cycle] += wavelets
+        if self.window is None or self.window.keeps_cycle(cycle):
+            self.hops[cycle] += wavelets
+
 
     def events(self, module: str) -> list[dict[str, Any]]:
         """The trace events: track names, then slices (longest first at equal start, so
@@ -66,9 +97,19 @@ class Trace:
         return out
 
     def document(self, module: str, cycles: int) -> dict[str, Any]:
-        return {"traceEvents": self.events(module),
-                "otherData": {"module": module, "cycles": cycles,
-                              "time_unit": "1 us on the time axis is 1 cycle"}}
+        other: dict[str, Any] = {"module": module, "cycles": cycles,
+                                 "time_unit": "1 us on the time axis is 1 cycle"}
+        if self.window is not None:
+            other["window"] = {k: list(v) for k, v in vars(self.window).items()
+                               if v is not None}
+        return {"traceEvents": self.events(module), "otherData": other}
 
     def json(self, module: str, cycles: int) -> str:
         return json.dumps(self.document(module, cycles), separators=(",", ":")) + "\n"
+
+
+def tracing(trace: bool | Window) -> Trace | None:
+    """The trace a run with ``trace=`` records into (None: not traced)."""
+    if not trace:
+        return None
+    return Trace(trace if isinstance(trace, Window) else None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,15 +53,7 @@ from dtg.pesim.fast.layout import (
     START,
     TASK,
     TASKS_RUN,
-    W_RECV,
-    W_SEND,
-    W_SEND_END,
-    W_SIMD_IN,
-    W_SIMD_OUT,
     WAIT,
-    WAIT_COLOR,
-    WAIT_WHAT,
-    WAITING,
     WAITING_SINCE,
     State,
 )
@@ -71,9 +63,11 @@ from dtg.pesim.fast.layout import (
 from dtg.pesim.fast.lower import Tables, Unsupported, lower_module
 from dtg.pesim.fast.results import check_finished, collect, links, pe_stats, span, write_sinks
 from dtg.pesim.fast.setup import Layout, from_run, program_table
+from dtg.pesim.fast.timeline import RECORDS, Timeline, TraceOverflow, waiting_text
 from dtg.pesim.progress import Progress, Watcher
 from dtg.pesim.routers import Deadline, TimeLimitError
 from dtg.pesim.sim import SimResult, TensorInfo, _Run, core_stats
+from dtg.pesim.trace import Window
 
 SLICE_SECONDS = 0.2  # wall time of a slice of events, between looks at the clock
 FIRST_SLICE = 1 << 14
@@ -82,42 +76,64 @@ FIRST_SLICE = 1 << 14
 def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
              outputs: Mapping[str, TensorInfo], *, config: FabricConfig | None = None,
              max_seconds: float = MAX_SECONDS, watch: Watcher | None = None,
-             trace: bool = False, last_first: bool = False) -> SimResult:
+             trace: bool | Window = False, last_first: bool = False) -> SimResult:
     """:func:`pesim.sim.simulate` on the compiled engine. ``last_first`` runs
     simultaneous events in the opposite order of simpy's (for tests: a run whose figures
     then stay the same has no contended cycle)."""
-    if trace:
-        raise Unsupported("traces (--trace, --heatmap's timelines)")
     config = config or FabricConfig()
     tables = lower_module(module, config)
+    records = RECORDS if trace else 0
+    window = trace if isinstance(trace, Window) else None
+    while True:
+        try:
+            return _simulate(module, inputs, outputs, config, tables,
+                             _Options(max_seconds, watch, last_first, records, window))
+        except TraceOverflow as full:  # (one event recorded more than half the records)
+            records = 4 * full.needed
+
+
+class _Options(NamedTuple):
+    max_seconds: float
+    watch: Watcher | None
+    last_first: bool
+    records: int  # trace records (0: not traced)
+    window: Window | None  # what the trace keeps
+
+
+def _simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
+              outputs: Mapping[str, TensorInfo], config: FabricConfig, tables: Tables,
+              options: _Options) -> SimResult:
     wall = time.perf_counter()
     with np.errstate(all="ignore"):
         if unsupported(module) is None:
             try:
                 return _in_arrays(module, dict(inputs), dict(outputs), config, tables,
-                                  max_seconds, watch, last_first, wall)
+                                  options, wall)
             except NotInArrays:
                 pass  # set up by the simpy engine's objects: the same run, its messages
-        return _through_objects(module, inputs, outputs, config, tables, max_seconds, watch,
-                                last_first, wall)
+        return _through_objects(module, inputs, outputs, config, tables, options, wall)
 
 
 def _in_arrays(module: PeModule, inputs: dict[str, np.ndarray],
                outputs: dict[str, TensorInfo], config: FabricConfig, tables: Tables,
-               max_seconds: float, watch: Watcher | None, last_first: bool, wall: float
-               ) -> SimResult:
+               options: _Options, wall: float) -> SimResult:
     """A run set up in arrays (:mod:`pesim.fast.build`); :class:`NotInArrays` where it
     ends in an error or with work left over, which the simpy engine's set-up then
     reports in its words."""
     state, grid, run = build(module, inputs, outputs, tables, config)
-    state.settings[F_LAST_FIRST] = int(last_first)
+    state.settings[F_LAST_FIRST] = int(options.last_first)
+    timeline = None
+    if options.records:
+        pes = list(zip(grid.core_x.tolist(), grid.core_y.tolist(), strict=True))
+        timeline = Timeline.of(module, tables, pes, options.window)
+        state = timeline.start(state, options.records)
 
     def explain(kind: str) -> Exception:
         if kind == "time limit":
-            return _time_limit(max_seconds, state, ())
+            return _time_limit(options.max_seconds, state, ())
         return NotInArrays(kind)
 
-    complete = _drive(state, tables, max_seconds, watch, explain)
+    complete = _drive(state, tables, options, explain, timeline)
     write_sinks(state, run.sinks)
     if complete:
         check_finished(state, run)
@@ -128,18 +144,23 @@ def _in_arrays(module: PeModule, inputs: dict[str, np.ndarray],
     names = [p.name for p in module.programs]
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
                      time.perf_counter() - wall, pe_stats(state, grid, tables, names),
-                     links(state, grid), config, complete, None, engine="fast")
+                     links(state, grid), config, complete,
+                     None if timeline is None else timeline.trace, engine="fast")
 
 
 def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
                      outputs: Mapping[str, TensorInfo], config: FabricConfig, tables: Tables,
-                     max_seconds: float, watch: Watcher | None, last_first: bool, wall: float
-                     ) -> SimResult:
+                     options: _Options, wall: float) -> SimResult:
     """A run set up by the simpy engine's objects, its results written back into them."""
     with np.errstate(all="ignore"):
-        run = _Run(module, inputs, outputs, config, Deadline(max_seconds), None)
+        run = _Run(module, inputs, outputs, config, Deadline(options.max_seconds), None)
         state, layout = from_run(run, module, tables, config)
-        state.settings[F_LAST_FIRST] = int(last_first)
+        state.settings[F_LAST_FIRST] = int(options.last_first)
+        timeline = None
+        if options.records:
+            timeline = Timeline.of(module, tables, [core.pe for core in layout.cores],
+                                   options.window)
+            state = timeline.start(state, options.records)
 
         def explain(kind: str) -> Exception:
             if kind == "error":
@@ -147,16 +168,21 @@ def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
             _write_back(state, tables, layout, run)
             notes = tuple(run.activity())
             if kind == "time limit":
-                return _time_limit(max_seconds, state, notes)
+                return _time_limit(options.max_seconds, state, notes)
             return CycleLimitError(
                 f"cycle limit of {run.config.cycle_limit} cycles reached and the run is "
                 "still going; raise cycle_limit in --config FABRIC.toml if it is meant to "
                 "be this long", notes=notes)
 
-        complete = _drive(state, tables, max_seconds, watch, explain)
+        complete = _drive(state, tables, options, explain, timeline)
         _write_back(state, tables, layout, run)
         if complete:
-            run.check_finished()
+            try:
+                run.check_finished()
+            except SimulationError as err:
+                if timeline is not None:
+                    err.partial_trace = timeline.ended(state)  # type: ignore[attr-defined]
+                raise
         else:
             run.complete = False
         result_outputs = run.collect() if complete else {}
@@ -167,8 +193,8 @@ def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
     loads = {key: int(state.link_count[k]) for k, key in enumerate(layout.links)
              if state.link_count[k]}
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
-                     time.perf_counter() - wall, pes, loads, config, complete, None,
-                     engine="fast")
+                     time.perf_counter() - wall, pes, loads, config, complete,
+                     None if timeline is None else timeline.trace, engine="fast")
 
 
 def _time_limit(max_seconds: float, state: State, notes: tuple[str, ...]) -> TimeLimitError:
@@ -179,42 +205,60 @@ def _time_limit(max_seconds: float, state: State, notes: tuple[str, ...]) -> Tim
         notes=notes)
 
 
-def _drive(state: State, tables: Tables, max_seconds: float, watch: Watcher | None,
-           explain: Callable[[str], Exception]) -> bool:
+def _drive(state: State, tables: Tables, options: _Options,
+           explain: Callable[[str], Exception], timeline: Timeline | None = None) -> bool:
     """Run slices until no event is left; False when Ctrl-C stopped the run. What ends a
-    run otherwise ("error", "cycle limit", "time limit") is raised as ``explain`` says."""
+    run otherwise ("error", "cycle limit", "time limit") is raised as ``explain`` says,
+    a simulation error with the trace up to it (``partial_trace``, as the simpy engine
+    gives it)."""
     program = program_table(tables)
     longest = int(tables.int_at[:, 1].max()) if len(tables.int_at) else 1
     istack = np.zeros(longest + 8, dtype=np.int64)
     longest = int(tables.float_at[:, 1].max()) if len(tables.float_at) else 1
     fstack = np.zeros(longest + 8)
     started = time.perf_counter()
-    deadline = time.monotonic() + max_seconds
+    deadline = time.monotonic() + options.max_seconds
     sources = np.flatnonzero(state.buffer[:, B_SOURCE])
     total = int(state.buffer[sources, B_LEN].sum())
     events = FIRST_SLICE
+
+    def ended(kind: str) -> Exception:
+        err = explain(kind)
+        if timeline is not None and isinstance(err, SimulationError):
+            err.partial_trace = timeline.ended(state)  # type: ignore[attr-defined]
+        return err
+
     try:
         while True:
-            before = time.perf_counter()
+            before, done = time.perf_counter(), int(state.g[G_EVENTS])
             try:
                 status = run_slice(program, state, events, istack, fstack)
             except E.FastError:
-                raise explain("error") from None
+                if timeline is not None:
+                    timeline.take(state)
+                raise ended("error") from None
             took = time.perf_counter() - before
+            if timeline is not None:
+                timeline.take(state)
             if status == DONE:
+                if timeline is not None:
+                    timeline.finish(state)
                 return True
             if status == PAST_LIMIT:
-                raise explain("cycle limit")
+                raise ended("cycle limit")
             if time.monotonic() > deadline:
-                raise explain("time limit")
-            if watch is not None:
+                raise ended("time limit")
+            if options.watch is not None:
                 left = int(state.buffer[sources, B_LEN].sum())
-                watch(Progress(int(state.g[G_NOW]), int(state.g[G_EVENTS]),
-                               time.perf_counter() - started, total - left, total))
+                options.watch(Progress(int(state.g[G_NOW]), int(state.g[G_EVENTS]),
+                                       time.perf_counter() - started, total - left, total))
             # slices of about SLICE_SECONDS of work
-            rate = events / took if took > 0 else events * 16
+            ran = max(int(state.g[G_EVENTS]) - done, 1)
+            rate = ran / took if took > 0 else events * 16
             events = int(min(max(rate * SLICE_SECONDS, 1 << 10), 1 << 24))
     except KeyboardInterrupt:
+        if timeline is not None:
+            timeline.finish(state)
         return False
 
 
@@ -227,23 +271,6 @@ def _task_name(tables: Tables, state: State, c: int) -> str | None:
         return None
     prog = int(state.core[c, PROGRAM])
     return tables.info[prog].tasks[task - int(tables.programs[prog, 0])]
-
-
-def _waiting(tables: Tables, state: State, c: int, module_configs: list[str]) -> str | None:
-    what, color = int(state.core[c, WAITING]), int(state.core[c, WAIT_COLOR])
-    detail = int(state.core[c, WAIT_WHAT])
-    if what == W_SEND:
-        return f"waits to send on color {color} (send); the router is full"
-    if what == W_SEND_END:
-        return f"waits to send on color {color} (send_end); the router is full"
-    if what == W_SIMD_OUT:
-        return (f"waits to send on color {color} (out of simd {module_configs[detail]}); the "
-                "router is full")
-    if what == W_RECV:
-        return f"waits to receive on color {color} (recv)"
-    if what == W_SIMD_IN:
-        return f"waits to receive on color {color} (in({color}) of simd {module_configs[detail]})"
-    return None
 
 
 def _wavelet(value: float, index: int, end: int) -> tuple[float, int | None] | None:
@@ -267,7 +294,7 @@ def _write_back(state: State, tables: Tables, layout: Layout, run: _Run) -> None
         core.start = None if row[START] == NONE else int(row[START])
         core.end = None if row[CORE_END] == NONE else int(row[CORE_END])
         core.task = _task_name(tables, state, c)
-        core.waiting = _waiting(tables, state, c, configs)
+        core.waiting = waiting_text(state, c, configs)
         core.waiting_since = int(row[WAITING_SINCE])
         prog = int(row[PROGRAM])
         info = tables.info[prog]

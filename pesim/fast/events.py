@@ -49,8 +49,8 @@ from dtg.pesim.fast.layout import (
     EV_FIRE,
     F_BUFFER,
     F_HOP,
-    G_HOPS,
     G_NOW,
+    G_TRACING,
     K_IDLE,
     K_STALL,
     MAX_TARGETS,
@@ -93,6 +93,7 @@ from dtg.pesim.fast.layout import (
     Program,
     State,
 )
+from dtg.pesim.fast.record import hops
 
 
 @internal
@@ -235,6 +236,11 @@ def forward(s: State, p: Program, b: int) -> None:
     else:  # a source: its stream is not a ring
         s.buffer[b, B_HEAD] += 1
     s.buffer[b, B_LEN] -= 1
+    if s.g[G_TRACING]:  # wavelets over links (not down a ramp into a core)
+        over = 0
+        for t in range(b * MAX_TARGETS, b * MAX_TARGETS + n):
+            over += s.target_kind[t] != T_CORE
+        hops(s, now, over)
     for t in range(b * MAX_TARGETS, b * MAX_TARGETS + n):
         kind, obj, link = s.target_kind[t], s.target_obj[t], s.target_link[t]
         s.link_free[link] = now + 1
@@ -246,13 +252,11 @@ def forward(s: State, p: Program, b: int) -> None:
                 raise FastError()
             hop = s.settings[F_HOP]
             buffer_append(s, obj, now + hop, value, index, end)
-            s.g[G_HOPS] += 1
             if s.buffer[obj, B_LEN] == 1 and not s.buffer[obj, B_SCHEDULED]:
                 schedule(s, obj, hop)
         elif kind == T_CORE:
             deliver(s, p, obj, value, index, end, now)
         else:
-            s.g[G_HOPS] += 1
             sink_receive(s, obj, value, index, end, now + s.settings[F_HOP])
     if s.buffer[b, B_WAITERS]:
         release_buffer(s, b)

@@ -64,6 +64,7 @@ from dtg.pesim.fast.layout import (
     F_STARTUP,
     FLOPS,
     G_NOW,
+    G_TRACING,
     K_ARRIVAL,
     K_IDLE,
     K_STALL,
@@ -86,6 +87,11 @@ from dtg.pesim.fast.layout import (
     Q_FILL,
     Q_HAS_BASE,
     QUEUES,
+    R_MAIN,
+    R_SIMD,
+    R_STALL,
+    R_TASK,
+    R_WAIT,
     RAMPS,
     S_BASE0,
     S_BEGAN,
@@ -194,6 +200,7 @@ from dtg.pesim.fast.lower import (
     TASK_END,
 )
 from dtg.pesim.fast.lower import ADD as STORE_ADD
+from dtg.pesim.fast.record import record
 
 # ----------------------------------------------------------------- arithmetic
 
@@ -458,6 +465,8 @@ def push(s: State, p: Program, c: int, b: int, value: float, index: int, end: in
     if s.core[c, WAITING]:
         s.core[c, WAITING] = 0
         s.core[c, STALL] += now - s.core[c, T0]
+        if s.g[G_TRACING]:
+            record(s, R_STALL, c, s.core[c, WAIT_COLOR], s.core[c, T0], now, 0)
     buffer_append(s, b, now, value, index, end)
     s.core[c, SENT] += 1
     if s.buffer[b, B_LEN] == 1 and not s.buffer[b, B_SCHEDULED]:
@@ -472,6 +481,8 @@ def await_value(s: State, c: int, q: int, what: int, detail: int) -> bool:
         if s.core[c, WAITING]:
             s.core[c, WAITING] = 0
             s.core[c, WAIT] += s.g[G_NOW] - s.core[c, T0]
+            if s.g[G_TRACING]:
+                record(s, R_WAIT, c, s.core[c, WAIT_COLOR], s.core[c, T0], s.g[G_NOW], 0)
         return False
     if not s.core[c, WAITING]:
         s.core[c, T0] = s.core[c, WAITING_SINCE] = s.g[G_NOW]
@@ -580,6 +591,8 @@ def run_core(p: Program, s: State, c: int, istack: np.ndarray, fstack: np.ndarra
         elif op == MAIN_END:
             main = p.programs[program, 5]
             _profile(p, s, c, main, 1, s.core[c, BUSY])
+            if s.g[G_TRACING]:
+                record(s, R_MAIN, c, main, 0, s.core[c, CLOCK], NONE)
         elif op == SYNC_END:
             if s.core[c, PHASE] == 0 and sync(s, c):
                 s.core[c, PHASE] = 1
@@ -669,6 +682,8 @@ def _task_end(p: Program, s: State, c: int) -> bool:
     task = s.core[c, TASK]
     if s.core[c, PHASE] == 0:
         _profile(p, s, c, task, 1, s.core[c, BUSY] - s.core[c, BUSY_BEFORE])
+        if s.g[G_TRACING]:
+            record(s, R_TASK, c, task, s.core[c, BEGAN], s.core[c, CLOCK], s.core[c, COLOR])
         check_limit(s, c)
         delay = s.core[c, CLOCK] - s.g[G_NOW]
         if delay > 0:
@@ -829,6 +844,8 @@ def _simd_memory(p: Program, s: State, c: int, config: int, row: int, scalar: fl
     the simulator does where one does)."""
     cost = _check(p, s, c, config, row)
     ops = p.variants[row, 0]
+    if s.g[G_TRACING]:
+        record(s, R_SIMD, c, config, s.core[c, CLOCK], s.core[c, CLOCK] + cost, ops)
     s.core[c, CLOCK] += cost
     s.core[c, BUSY] += cost
     s.core[c, SIMD_OPS] += ops
@@ -990,6 +1007,8 @@ def _simd_fabric(p: Program, s: State, c: int) -> bool:
         s.core[c, S_E] = e + 1
         phase = 2
     s.core[c, CLOCK] = s.core[c, S_LAST] + 1
+    if s.g[G_TRACING]:
+        record(s, R_SIMD, c, config, s.core[c, S_BEGAN], s.core[c, CLOCK], ops)
     s.core[c, PHASE] = 0
     pop_value(s, c)  # the scalar (or its placeholder)
     s.core[c, PC] += 1

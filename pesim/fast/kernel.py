@@ -21,6 +21,8 @@ from dtg.pesim.fast.layout import (
     G_FAILED,
     G_NOW,
     G_PENDING,
+    G_TRACE_N,
+    G_TRACING,
     Program,
     ProgramRef,
     State,
@@ -49,7 +51,8 @@ def _fail(s: State, c: int) -> None:
 def run_slice(p: Program, s: State, events: int, istack: np.ndarray,
               fstack: np.ndarray) -> int:
     """Run up to ``events`` events; DONE when none is left, PAST_LIMIT when the next one
-    lies beyond the cycle limit, SLICE_ENDED otherwise. Errors raise FastError."""
+    lies beyond the cycle limit, SLICE_ENDED otherwise (also early, when a traced run's
+    records are half full). Errors raise FastError."""
     return _run(ProgramRef(*borrowed(p)), StateRef(*borrowed(s)), events, istack, fstack)  # type: ignore[arg-type]
 
 
@@ -77,6 +80,8 @@ def _run(program: Program, state: State, events: int, istack: np.ndarray,
         else:  # EV_FAIL: the failed core's error, now
             s.error[:] = s.deferred
             raise FastError()
+        if s.g[G_TRACING] and 2 * s.g[G_TRACE_N] >= s.trace.shape[0]:
+            return SLICE_ENDED  # (for Python to take the records)
     return SLICE_ENDED
 
 

@@ -61,9 +61,9 @@ PORTS = ("N", "S", "E", "W", "RAMP", "OUT")
 SINK_FIELDS = 8
 
 # ------------------------------------------------------------------ globals
-(G_NOW, G_EID, G_PENDING, G_EVENTS, G_ERROR, G_CONTEXT, G_FAILED, G_HOPS, G_FREE, G_LATE
- ) = range(10)
-GLOBAL_FIELDS = 10
+(G_NOW, G_EID, G_PENDING, G_EVENTS, G_ERROR, G_CONTEXT, G_FAILED, G_FREE, G_LATE,
+ G_TRACING, G_TRACE_N, G_TRACE_LOST, G_HOP_CYCLE, G_HOP_COUNT) = range(14)
+GLOBAL_FIELDS = 14
 ERROR_ARGS = 16
 
 # ----------------------------------------------------------- fabric settings
@@ -72,6 +72,12 @@ SETTINGS = 7
 # F_LAST_FIRST = 1 runs simultaneous events of equal priority last scheduled, first run:
 # not simpy's order, so figures of contended cycles change (the tests' proof that a
 # comparison of the engines can fail)
+
+# ------------------------------------------------------------ trace records
+# (a traced run's slices and wavelet hops, :mod:`pesim.fast.record`; a record is
+# kind, core, what (task, SIMD configuration or color), start, end, argument)
+R_MAIN, R_TASK, R_SIMD, R_STALL, R_WAIT, R_HOP = range(6)
+TRACE_FIELDS = 6
 
 # events: kinds (an event is ``obj << 2 | kind``), the cycles of the calendar's wheel
 EV_FIRE, EV_CORE, EV_FAIL = range(3)
@@ -85,6 +91,11 @@ def rows(n: int, fields: int) -> np.ndarray:
     raw = np.zeros(n * fields + 8, dtype=np.int64)
     skip = (-raw.ctypes.data % 64) // 8
     return raw[skip:skip + n * fields].reshape(n, fields)
+
+
+def untraced() -> np.ndarray:
+    """The trace records of a run that is not traced (none)."""
+    return np.zeros((0, TRACE_FIELDS), dtype=np.int64)
 
 
 class State(NamedTuple):
@@ -143,6 +154,7 @@ class State(NamedTuple):
     sink_value: np.ndarray  # float64 pool: per order position
     sink_got: np.ndarray  # int8 pool: received (per order position)
     sink_groups: np.ndarray  # int64 pool: first order position of each sparse group
+    trace: np.ndarray  # int64 [records, TRACE_FIELDS]: recorded since the last drain
 
 
 class Program(NamedTuple):

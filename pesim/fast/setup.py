@@ -85,6 +85,7 @@ from dtg.pesim.fast.layout import (
     Program,
     State,
     rows,
+    untraced,
 )
 from dtg.pesim.fast.lower import Tables
 from dtg.pesim.routers import OPPOSITE, STEP, Buffer
@@ -335,7 +336,8 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         link_free=np.zeros(n_links, dtype=np.int64), link_count=np.zeros(n_links, dtype=np.int64),
         sink=sink, sink_index=sink_index,
         sink_value=np.zeros(len(sink_index)), sink_got=np.zeros(len(sink_index), dtype=np.int8),
-        sink_groups=sink_groups)
+        sink_groups=sink_groups,
+        trace=untraced())
     kernel.start(state, times, kinds, objs)
     return state, layout
 

@@ -45,11 +45,10 @@ def test_auto_runs_a_small_mesh_on_the_simpy_engine(gemv: dtg.Compilation) -> No
     assert report["engine"] == "simpy" and report["engine_note"] is None
 
 
-def test_a_trace_falls_back_to_the_simpy_engine_with_a_note(gemv: dtg.Compilation) -> None:
+def test_a_trace_runs_on_the_fast_engine(gemv: dtg.Compilation) -> None:
     result = dtg.simulate(gemv, engine="fast", trace=True)
     report = result.report()
-    assert report["engine"] == "simpy"
-    assert "does not record traces" in report["engine_note"]
+    assert report["engine"] == "fast" and report["engine_note"] is None
     assert result.trace is not None
 
 

@@ -96,6 +96,48 @@ def test_cli_writes_trace_and_heatmap(tmp_path: Path, cli) -> None:  # type: ign
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_a_window_keeps_the_slices_it_overlaps(tmp_path: Path, cli, engine: str  # type: ignore[no-untyped-def]
+                                               ) -> None:
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    gemv = EXAMPLES / "gemv" / "gemv.lair"
+    assert cli(main, gemv, "--trace", whole, "-q", "--engine", engine).status == 0
+    result = cli(main, gemv, "--trace", part, "--trace-cycles", "20:60", "--trace-pes",
+                 "0:2,1:", "-q", "--engine", engine)
+    assert result.status == 0, result.err
+    names = {}
+    kept = []
+    for event in json.loads(whole.read_text())["traceEvents"]:
+        if event["name"] == "thread_name":
+            names[event["tid"]] = event["args"]["name"]
+        elif event["ph"] == "X":
+            x, y = map(int, names[event["tid"]][3:-1].split(", "))
+            if x < 2 and y >= 1 and event["ts"] < 60 and event["ts"] + max(event["dur"], 1) > 20:
+                kept.append((names[event["tid"]], event["name"], event["ts"], event["dur"]))
+    document = json.loads(part.read_text())
+    names = {e["tid"]: e["args"]["name"] for e in document["traceEvents"]
+             if e["name"] == "thread_name"}
+    got = [(names[e["tid"]], e["name"], e["ts"], e["dur"]) for e in document["traceEvents"]
+           if e["ph"] == "X"]
+    assert kept and sorted(got) == sorted(kept)
+    assert document["otherData"]["window"]["cycles"] == [20, 60]
+    hops = [e["ts"] for e in document["traceEvents"] if e["ph"] == "C" and e["args"]["wavelets"]]
+    assert hops and all(20 <= t < 60 for t in hops)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--trace-cycles", "5:9"], "add --trace"),
+    (["--trace", "T.json", "--trace-cycles", "9:5"], "expected FROM:TO"),
+    (["--trace", "T.json", "--trace-pes", "0:4"], "expected X0:X1,Y0:Y1"),
+])
+def test_a_wrong_window_is_a_usage_error(tmp_path: Path, cli, args: list[str],  # type: ignore[no-untyped-def]
+                                         message: str) -> None:
+    args = [str(tmp_path / a) if a.endswith(".json") else a for a in args]
+    result = cli(main, EXAMPLES / "gemv" / "gemv.lair", *args, "-q")
+    assert result.status != 0 and message in result.err
+    assert not (tmp_path / "T.json").exists()
+
+
 def test_untraced_result_says_how_to_trace(tmp_path: Path) -> None:
     r = dtg.simulate(dtg.compile(EXAMPLES / "gemv" / "gemv.lair"))
     with pytest.raises(dtg.DtgError, match=r"simulate\(..., trace=True\)"):
