@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dtg.codegen.driver import compile_file
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.pesim.run import run_file, run_program
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.pesim.run import run_program
 
 KERNELS = Path(__file__).resolve().parent / "kernels"

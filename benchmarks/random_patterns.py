@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "random"))
 
 from bench_random import draw_pairs  # noqa: E402
 
-from dtg.lair.diagnostics import DtgError  # noqa: E402
+from dtg.errors import DtgError  # noqa: E402
 from dtg.lair.frontend import program_from_text  # noqa: E402
 from dtg.mapping.flows import TaskGraph  # noqa: E402
 from dtg.mapping.spec import parse_mapping  # noqa: E402

@@ -6,7 +6,11 @@ from __future__ import annotations
 import islpy as isl
 
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
-from dtg.codegen.peir import (
+from dtg.codegen.stmtutil import and_cond, guarded
+from dtg.mapping import poly
+from dtg.mapping.flows import InputFlow, TaskGraph, unsupported
+from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
+from dtg.pe.ir import (
     COUNT,
     Array,
     BoolOp,
@@ -28,10 +32,6 @@ from dtg.codegen.peir import (
     Stmt,
     Task,
 )
-from dtg.codegen.stmtutil import and_cond, guarded
-from dtg.mapping import poly
-from dtg.mapping.flows import InputFlow, TaskGraph, unsupported
-from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
 
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
 

@@ -30,13 +30,13 @@ from dtg.codegen.adapters import adapter_window
 from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
 from dtg.codegen.hoist import per_arrival_cond_ops
 from dtg.codegen.islast import condition_of, pw_aff_expr
-from dtg.codegen.peir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
 from dtg.mapping import poly
 from dtg.mapping.flows import InputFlow, Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
+from dtg.pe.ir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)

@@ -22,7 +22,14 @@ from math import prod
 import islpy as isl
 
 from dtg.codegen.islast import aff_expr, condition_of, normalize, pw_aff_expr, substitute
-from dtg.codegen.peir import (
+from dtg.codegen.simd import row_major
+from dtg.codegen.turns import TurnOrder
+from dtg.lair.lower import CTX
+from dtg.mapping import poly
+from dtg.mapping.flows import Exchange, Region
+from dtg.mapping.memory import LocalTensor
+from dtg.mapping.mesh import pe_space, same_line
+from dtg.pe.ir import (
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
     Array,
@@ -38,13 +45,6 @@ from dtg.codegen.peir import (
     SimdOperand,
     Stmt,
 )
-from dtg.codegen.simd import row_major
-from dtg.codegen.turns import TurnOrder
-from dtg.lair.lower import CTX
-from dtg.mapping import poly
-from dtg.mapping.flows import Exchange, Region
-from dtg.mapping.memory import LocalTensor
-from dtg.mapping.mesh import pe_space, same_line
 
 MAX_BLOCK = 4096  # elements landed at once
 

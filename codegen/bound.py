@@ -44,7 +44,7 @@ from dtg.mapping import poly
 from dtg.mapping.flows import accessing_pes
 from dtg.mapping.mesh import point
 from dtg.mapping.validate import Mapping
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
 
 
 @dataclass(frozen=True)

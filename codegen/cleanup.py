@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from dtg.codegen.peir import (
+from dtg.pe.ir import (
     FBin,
     FExpr,
     FNeg,
@@ -25,7 +25,7 @@ from dtg.codegen.peir import (
     Stmt,
     Store,
 )
-from dtg.pesim.expr import cond_names, iexpr_names
+from dtg.pe.walk import cond_names, iexpr_names
 
 
 def drop_unread_ints(program: PeProgram) -> PeProgram:

@@ -19,11 +19,11 @@ import islpy as isl
 import networkx as nx
 
 from dtg.codegen.islast import condition_of
-from dtg.codegen.peir import If, PeModule, PeProgram, Recv, SimdOperand, Stmt, Task
 from dtg.codegen.scancheck import cond_set
 from dtg.lair.lower import CTX
 from dtg.mapping import poly
 from dtg.mapping.mesh import pe_space, translate
+from dtg.pe.ir import If, PeModule, PeProgram, Recv, SimdOperand, Stmt, Task
 
 
 def colors_used(module: PeModule) -> set[int]:

@@ -18,7 +18,9 @@ from dataclasses import replace
 import islpy as isl
 
 from dtg.codegen.islast import condition_of
-from dtg.codegen.peir import (
+from dtg.codegen.scancheck import ScanError, cond_set, quasi_affine
+from dtg.mapping import poly
+from dtg.pe.ir import (
     Cond,
     For,
     IExpr,
@@ -28,9 +30,7 @@ from dtg.codegen.peir import (
     Run,
     Stmt,
 )
-from dtg.codegen.scancheck import ScanError, cond_set, quasi_affine
-from dtg.mapping import poly
-from dtg.pesim.expr import cond_names, iexpr_names
+from dtg.pe.walk import cond_names, iexpr_names
 
 PE_ONLY = frozenset(poly.PE_NAMES)
 

@@ -20,13 +20,13 @@ import islpy as isl
 
 from dtg.codegen.hoist import per_arrival_ops
 from dtg.codegen.islast import substitute
-from dtg.codegen.peir import IExpr
 from dtg.codegen.simd import SimdDecision
 from dtg.codegen.stmtutil import simplify
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.mapping import poly
-from dtg.pesim.expr import iexpr_ops
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import IExpr
+from dtg.pe.walk import iexpr_ops
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)

@@ -38,7 +38,7 @@ from dtg.codegen.simd import (
     split_outer,
     zero_box,
 )
-from dtg.lair.diagnostics import CompilerBug
+from dtg.errors import CompilerBug
 from dtg.lair.graph import vanishes_with
 from dtg.lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from dtg.mapping import poly

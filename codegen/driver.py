@@ -18,18 +18,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dtg.codegen import peprint
 from dtg.codegen.batching import ARRIVAL_MODES
 from dtg.codegen.bound import mapping_bound
 from dtg.codegen.pipeline import STAGES, Compilation, compile_mapping
 from dtg.codegen.report import compile_report, program_report
+from dtg.errors import CompilerBug, DtgError, InputError, LimitError, MappingError
 from dtg.lair import ast
 from dtg.lair.cli import ArgumentParser, report_header, run_guarded
-from dtg.lair.diagnostics import CompilerBug, DtgError, InputError, LimitError, MappingError
 from dtg.lair.files import (
     check_distinct,
     check_new_file,
     check_writable_target,
+    output_path,
     write_atomically,
 )
 from dtg.lair.frontend import Program, from_source
@@ -41,8 +41,8 @@ from dtg.mapping.binding import bound_mapping, program_parameters, split_params
 from dtg.mapping.direction import Tiling, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
-from dtg.pesim.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
-from dtg.pesim.sources import output_path
+from dtg.pe import printer as peprint
+from dtg.pe.fabric import FabricConfig, add_fabric_arguments, chosen_fabric
 
 
 def build_parser(prog: str = "dtg-codegen") -> argparse.ArgumentParser:

@@ -27,7 +27,25 @@ from dtg.codegen.islast import (
     substitute,
     substitute_stmts,
 )
-from dtg.codegen.peir import (
+from dtg.codegen.routes import tree_routes
+from dtg.codegen.sharing import Sharing, exchange_name
+from dtg.codegen.simd import Operand, SimdDecision, row_major
+from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set, simplify
+from dtg.errors import CompilerBug
+from dtg.lair.graph import Binary, Const, Read, Unary, Value
+from dtg.lair.lower import PolyStatement
+from dtg.mapping import poly
+from dtg.mapping.flows import (
+    Exchange,
+    InputFlow,
+    OutputFlow,
+    ResidentReduction,
+    TaskGraph,
+    unsupported,
+)
+from dtg.mapping.memory import LocalTensor, Memory
+from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT
+from dtg.pe.ir import (
     Activate,
     Array,
     BConst,
@@ -59,24 +77,6 @@ from dtg.codegen.peir import (
     rename_array,
     rename_config,
 )
-from dtg.codegen.routes import tree_routes
-from dtg.codegen.sharing import Sharing, exchange_name
-from dtg.codegen.simd import Operand, SimdDecision, row_major
-from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set, simplify
-from dtg.lair.diagnostics import CompilerBug
-from dtg.lair.graph import Binary, Const, Read, Unary, Value
-from dtg.lair.lower import PolyStatement
-from dtg.mapping import poly
-from dtg.mapping.flows import (
-    Exchange,
-    InputFlow,
-    OutputFlow,
-    ResidentReduction,
-    TaskGraph,
-    unsupported,
-)
-from dtg.mapping.memory import LocalTensor, Memory
-from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT
 
 NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from dtg.codegen.batching import ArrivalPlan
-from dtg.codegen.peir import Array, IntVar, Route, SimdConfig, Task
 from dtg.codegen.simd import SimdDecision
 from dtg.mapping.flows import Region, TaskGraph
 from dtg.mapping.memory import Memory
+from dtg.pe.ir import Array, IntVar, Route, SimdConfig, Task
 
 
 @dataclass

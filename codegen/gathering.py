@@ -17,7 +17,20 @@ from dtg.codegen.islast import (
     scan,
     substitute,
 )
-from dtg.codegen.peir import (
+from dtg.codegen.simd import flat_aff, flatten, row_major
+from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
+from dtg.errors import CompilerBug
+from dtg.lair.lower import CTX
+from dtg.mapping import poly
+from dtg.mapping.flows import (
+    OutputFlow,
+    Region,
+    ResidentReduction,
+    chain_length,
+    unsupported,
+)
+from dtg.mapping.memory import LocalTensor
+from dtg.pe.ir import (
     BoolOp,
     Cmp,
     Cond,
@@ -39,19 +52,6 @@ from dtg.codegen.peir import (
     Stmt,
     Store,
 )
-from dtg.codegen.simd import flat_aff, flatten, row_major
-from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
-from dtg.lair.diagnostics import CompilerBug
-from dtg.lair.lower import CTX
-from dtg.mapping import poly
-from dtg.mapping.flows import (
-    OutputFlow,
-    Region,
-    ResidentReduction,
-    chain_length,
-    unsupported,
-)
-from dtg.mapping.memory import LocalTensor
 
 
 class Gathering(EmitterState):

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import replace
 
 from dtg.codegen.islast import linear_sum, linear_terms, normalize
-from dtg.codegen.peir import (
+from dtg.pe.ir import (
     BoolOp,
     Cmp,
     Cond,
@@ -52,7 +52,7 @@ from dtg.codegen.peir import (
     Store,
     Task,
 )
-from dtg.pesim.expr import cond_names, cond_ops, iexpr_names, iexpr_ops
+from dtg.pe.walk import cond_names, cond_ops, iexpr_names, iexpr_ops
 
 MIN_OPS = 2  # cheaper parts are left in place: an int read costs nothing, its update 1
 

@@ -12,7 +12,10 @@ from typing import Any, Literal
 
 import islpy as isl
 
-from dtg.codegen.peir import (
+from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
+from dtg.errors import CodegenError
+from dtg.mapping import poly
+from dtg.pe.ir import (
     BConst,
     BoolOp,
     Cmp,
@@ -36,9 +39,6 @@ from dtg.codegen.peir import (
     Stmt,
     Store,
 )
-from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
-from dtg.lair.diagnostics import CodegenError
-from dtg.mapping import poly
 
 _op = isl.ast_expr_op_type
 

@@ -13,16 +13,16 @@ from dtg.codegen.configure import configurations_per_pe
 from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
 from dtg.codegen.dataflow import check_data_flow
 from dtg.codegen.emit import emit
-from dtg.codegen.peir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
 from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
-from dtg.lair.diagnostics import CodegenError, CompilerBug, UnsupportedMappingError
+from dtg.errors import CodegenError, CompilerBug, UnsupportedMappingError
 from dtg.lair.frontend import Program
 from dtg.mapping import poly
 from dtg.mapping.flows import Task, out_of_colors
 from dtg.mapping.memory import Memory, allocate, check_fits
 from dtg.mapping.tasks import TaskGraph, build_task_graph
 from dtg.mapping.validate import Mapping
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import LOCAL_MEMORY_BYTES, MAX_SIMD_CONFIGS, PeModule
 
 STAGES = ("ast", "isl", "mapping", "tasks", "memory", "simd", "code")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import islpy as isl
 
 from dtg.codegen.islast import condition_of
-from dtg.codegen.peir import Route
-from dtg.lair.diagnostics import CompilerBug
+from dtg.errors import CompilerBug
 from dtg.mapping import poly
 from dtg.mapping.mesh import PORT_TOWARDS, pe_box, translate
+from dtg.pe.ir import Route
 
 
 def tree_routes(color: int, parent: isl.Map, ramp: isl.Set, context: isl.Set) -> list[Route]:

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import islpy as isl
 
-from dtg.codegen.peir import (
+from dtg.errors import CompilerBug
+from dtg.pe.ir import (
     Activate,
     BConst,
     BoolOp,
@@ -32,7 +33,6 @@ from dtg.codegen.peir import (
     SetInt,
     Stmt,
 )
-from dtg.lair.diagnostics import CompilerBug
 
 VISIT = "\0visit"  # the marker statements scan() places where an instance runs
 

@@ -14,7 +14,16 @@ from dtg.codegen.islast import (
     scan,
     substitute_stmts,
 )
-from dtg.codegen.peir import (
+from dtg.codegen.routes import broadcast_routes
+from dtg.codegen.simd import row_major
+from dtg.codegen.stmtutil import and_cond, guarded, simplify
+from dtg.codegen.turns import TurnOrder, every_pe, turn_order
+from dtg.errors import CompilerBug
+from dtg.mapping import poly
+from dtg.mapping.flows import (
+    Exchange,
+)
+from dtg.pe.ir import (
     Activate,
     BoolOp,
     Cmp,
@@ -35,15 +44,6 @@ from dtg.codegen.peir import (
     Stmt,
     Store,
     Task,
-)
-from dtg.codegen.routes import broadcast_routes
-from dtg.codegen.simd import row_major
-from dtg.codegen.stmtutil import and_cond, guarded, simplify
-from dtg.codegen.turns import TurnOrder, every_pe, turn_order
-from dtg.lair.diagnostics import CompilerBug
-from dtg.mapping import poly
-from dtg.mapping.flows import (
-    Exchange,
 )
 
 

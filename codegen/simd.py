@@ -19,7 +19,12 @@ from typing import Literal
 import islpy as isl
 
 from dtg.codegen.islast import normalize, pw_aff_expr
-from dtg.codegen.peir import (
+from dtg.errors import CodegenError
+from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
+from dtg.lair.lower import PolyStatement
+from dtg.mapping import poly
+from dtg.mapping.memory import LocalTensor, Memory
+from dtg.pe.ir import (
     MAX_SIMD_CONFIGS,
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -29,11 +34,6 @@ from dtg.codegen.peir import (
     IExpr,
     ISel,
 )
-from dtg.lair.diagnostics import CodegenError
-from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
-from dtg.lair.lower import PolyStatement
-from dtg.mapping import poly
-from dtg.mapping.memory import LocalTensor, Memory
 
 Case = Literal["base", "compressed", "box_hull", "enumerated"]
 MAX_BASE_PIECES = 12

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import islpy as isl
 
 from dtg.codegen.islast import normalize
-from dtg.codegen.peir import BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
 from dtg.mapping import poly
+from dtg.pe.ir import BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
 
 
 def and_cond(a: Cond | None, b: Cond | None) -> Cond | None:

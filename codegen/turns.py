@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dtg.codegen.islast import condition_of
-from dtg.codegen.peir import BoolOp, Cmp, Cond, IBin, IConst, IExpr, ISel, IVar
 from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
+from dtg.pe.ir import BoolOp, Cmp, Cond, IBin, IConst, IExpr, ISel, IVar
 
 
 @dataclass(frozen=True)

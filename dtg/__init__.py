@@ -28,8 +28,8 @@ _WHERE = {
     "compile": "dtg.api", "simulate": "dtg.api", "load": "dtg.api",
     "module_text": "dtg.api", "Result": "dtg.api",
     "example": "dtg.catalog", "examples": "dtg.catalog", "Example": "dtg.catalog",
-    "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.lair.diagnostics",
-    "FabricConfig": "dtg.pesim.fabric", "search": "dtg.mapsearch",
+    "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.errors",
+    "FabricConfig": "dtg.pe.fabric", "search": "dtg.mapsearch",
     "SearchResult": "dtg.mapsearch",
 }
 
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from dtg.api import Result, compile, load, module_text, simulate
     from dtg.catalog import Example, example, examples
     from dtg.codegen.pipeline import Compilation
-    from dtg.lair.diagnostics import DtgError
+    from dtg.errors import DtgError
     from dtg.mapsearch import SearchResult, search
-    from dtg.pesim.fabric import FabricConfig
+    from dtg.pe.fabric import FabricConfig
 
 
 def __getattr__(name: str) -> Any:

@@ -18,10 +18,8 @@ import numpy as np
 
 from dtg.codegen.bound import Bound, mapping_bound
 from dtg.codegen.driver import compile_choices, load_choices
-from dtg.codegen.peir import PeModule
-from dtg.codegen.peprint import module as print_module
 from dtg.codegen.pipeline import Compilation
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 from dtg.lair.files import write_atomically
 from dtg.lair.frontend import Program, load_program, program_from_text
 from dtg.lair.interp import check_inputs
@@ -30,10 +28,12 @@ from dtg.lair.parser import parse, parse_file
 from dtg.mapping.binding import split_params
 from dtg.mapping.direction import TILE_PARAMETERS
 from dtg.mapping.spec import MappingSpec, parse_mapping, parse_mapping_file
+from dtg.pe.fabric import PRESETS, FabricConfig, preset
+from dtg.pe.ir import PeModule
+from dtg.pe.parser import parse_module_text
+from dtg.pe.printer import module as print_module
 from dtg.pesim.engines import check_budget, check_engine, prepare
-from dtg.pesim.fabric import PRESETS, FabricConfig, preset
 from dtg.pesim.heatmap import draw_heatmap
-from dtg.pesim.parser import parse_module_text
 from dtg.pesim.report import build_report, run_header
 from dtg.pesim.run import RunOutcome, make_inputs, run_file, run_module
 from dtg.pesim.sim import PeStats

@@ -17,7 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 
 if TYPE_CHECKING:
     from dtg.api import Result

@@ -23,13 +23,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dtg.errors import Interrupted
 from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
-from dtg.lair.diagnostics import Interrupted
 from dtg.lair.files import check_distinct, check_new_file, write_atomically
 from dtg.lair.limits import MAX_INT, MAX_PES, abbreviate, counted, literal_value, number_text
 from dtg.lair.specialize import Binding, parse_param
+from dtg.pe.fabric import PRESETS
 from dtg.pesim.cli import seed_arg
-from dtg.pesim.fabric import PRESETS
 
 if TYPE_CHECKING:
     from dtg.mapsearch import SearchResult
@@ -223,7 +223,7 @@ class _CtrlC:
 
 
 def search(args: argparse.Namespace) -> None:
-    from dtg.lair.diagnostics import SimulationError
+    from dtg.errors import SimulationError
     from dtg.mapsearch import search as run_search
 
     program, _ = _shipped(args.program, [])
@@ -295,7 +295,7 @@ def _values(text: str) -> tuple[str, list[Binding]]:
 
 
 def sweep(args: argparse.Namespace) -> None:
-    from dtg.lair.diagnostics import SimulationError
+    from dtg.errors import SimulationError
     from dtg.sweep import Stopped, points, run_sweep, write_rows
 
     program, maps = _shipped(args.program, args.map)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dtg.codegen.bound import mapping_bound
 from dtg.codegen.pipeline import compile_mapping
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.lair.frontend import Program, from_source
 from dtg.lair.lower import PolyModel
 from dtg.lair.parser import parse_file
@@ -41,7 +41,7 @@ from dtg.mapping.direction import candidates
 from dtg.mapping.space import candidates as space
 from dtg.mapping.spec import parse_mapping, parse_mapping_file
 from dtg.mapping.validate import Mapping, validate_mapping
-from dtg.pesim.fabric import FabricConfig, preset
+from dtg.pe.fabric import FabricConfig, preset
 
 
 @dataclass

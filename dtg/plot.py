@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 from dtg.lair.files import write_atomically
 
 Row = dict[str, Any]

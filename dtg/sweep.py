@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtg.lair.diagnostics import DtgError, SpecializationError
+from dtg.errors import DtgError, SpecializationError
 from dtg.lair.specialize import Binding
 
 Row = dict[str, Any]
@@ -237,7 +237,7 @@ def _connect(scheduler: str, seconds: float) -> Any:
 
     from dask.distributed import Client
 
-    from dtg.lair.diagnostics import InputError
+    from dtg.errors import InputError
 
     m = re.fullmatch(r"(?:([a-z]+)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})/?",
                      scheduler)
@@ -355,7 +355,7 @@ def write_rows(path: str | Path, rows: Iterable[Row]) -> str:
 
 def read_rows(path: str | Path) -> list[Row]:
     """Rows written by :func:`write_rows`: JSON lines, or CSV for a ``.csv`` path."""
-    from dtg.lair.diagnostics import InputError, SourceLoc
+    from dtg.errors import InputError, SourceLoc
     from dtg.lair.parser import read_source
 
     text = read_source(path)
@@ -386,7 +386,7 @@ def read_rows(path: str | Path) -> list[Row]:
 def _csv_rows(path: str | Path, text: str) -> list[Row]:
     """Rows of a CSV table as :func:`write_rows` writes it: empty cells are None, the
     known columns get their types back, parameters are numbers where they look so."""
-    from dtg.lair.diagnostics import InputError, SourceLoc
+    from dtg.errors import InputError, SourceLoc
 
     reader = csv.DictReader(io.StringIO(text))
     rows = []

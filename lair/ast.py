@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dtg.lair.diagnostics import SourceLoc
+from dtg.errors import SourceLoc
 
 NOWHERE = SourceLoc("<generated>", 0, 0)
 

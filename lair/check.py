@@ -12,8 +12,8 @@ from typing import Literal, cast
 
 import networkx as nx
 
+from dtg.errors import LairSemanticError, LimitError, SourceLoc
 from dtg.lair import ast
-from dtg.lair.diagnostics import LairSemanticError, LimitError, SourceLoc
 from dtg.lair.graph import (
     DTYPES,
     AffineExpr,

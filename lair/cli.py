@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NoReturn
 
-from dtg.lair.diagnostics import DtgError, Interrupted
+from dtg.errors import DtgError, Interrupted
 
 
 class UsageError(DtgError):

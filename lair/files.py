@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 
 
 def _umask() -> int:
@@ -174,3 +174,12 @@ def check_input_file(path: str | Path) -> Path:
     if not stat.S_ISREG(info.st_mode):
         raise InputError(f"{path} is not a regular file (a device, pipe or socket)")
     return path
+
+
+def output_path(path: str | Path | None) -> str | Path | None:
+    """An output path as :func:`lair.files.check_distinct` should compare it: where a
+    directory on the way does not exist yet (``-o new/../prog.lair``), the path with
+    ``..`` resolved, which is the file it will become once the directory is made."""
+    if path is None or str(path) == "-" or Path(path).parent.exists():
+        return path
+    return os.path.realpath(path)

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dtg.errors import LairSemanticError, SourceLoc
 from dtg.lair.ast import NOWHERE
-from dtg.lair.diagnostics import LairSemanticError, SourceLoc
 
 DTYPES: dict[str, type[np.floating[Any]]] = {"float16": np.float16, "float32": np.float32}
 OPS = ("=", "+=", "max=")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.lair.graph import Binary, Const, Graph, Read, Stmt, Unary, Value
 
 CHUNK = 1 << 18  # instances evaluated per vectorized step; bounds memory on big domains

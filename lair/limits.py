@@ -15,7 +15,7 @@ from typing import Any
 
 from lark import Tree
 
-from dtg.lair.diagnostics import SourceLoc
+from dtg.errors import SourceLoc
 
 MAX_INPUT_BYTES = 1 << 20
 """Largest program, mapping or PE module file read (1 MiB)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from dtg.lair.diagnostics import LairSemanticError
+from dtg.errors import LairSemanticError
 from dtg.lair.graph import AffineExpr, Graph, Stmt, TensorAccess
 
 CTX = isl.DEFAULT_CONTEXT

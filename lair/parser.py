@@ -19,8 +19,8 @@ from lark.exceptions import (
     VisitError,
 )
 
+from dtg.errors import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
 from dtg.lair import ast
-from dtg.lair.diagnostics import DtgError, InputError, LairSyntaxError, LimitError, SourceLoc
 from dtg.lair.files import stat_input
 from dtg.lair.limits import (
     MAX_INPUT_BYTES,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from dtg.errors import LimitError, SourceLoc, SpecializationError
 from dtg.lair import ast
-from dtg.lair.diagnostics import LimitError, SourceLoc, SpecializationError
 from dtg.lair.graph import DTYPES
 from dtg.lair.limits import MAX_INT, abbreviate, literal_value, number_text
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dtg.errors import SpecializationError
 from dtg.lair import ast
-from dtg.lair.diagnostics import SpecializationError
 from dtg.lair.specialize import Binding, binding_value, file_bindings, given
 from dtg.mapping.spec import MappingSpec, bind_mapping
 

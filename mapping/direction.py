@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
-from dtg.lair.diagnostics import DtgError, MappingError
+from dtg.errors import DtgError, MappingError
 from dtg.lair.lower import PolyModel
 from dtg.mapping.spec import IslText, MappingSpec, bind_mapping
 from dtg.mapping.validate import Mapping, rectangle_size, statement_pieces, validate_mapping

@@ -10,7 +10,7 @@ from typing import Literal
 import islpy as isl
 import networkx as nx
 
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.lower import CTX, PolyModel
 from dtg.mapping import poly
 from dtg.mapping.mesh import (

@@ -10,7 +10,7 @@ from math import prod
 
 import islpy as isl
 
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.lower import CTX, PolyModel
 from dtg.mapping import poly
 from dtg.mapping.flows import (

@@ -13,10 +13,10 @@ from math import prod
 
 import islpy as isl
 
-from dtg.codegen.peir import LOCAL_MEMORY_BYTES
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.mapping import poly
 from dtg.mapping.flows import TaskGraph
+from dtg.pe.ir import LOCAL_MEMORY_BYTES
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Protocol, Self, TypeVar
 
 import islpy as isl
 
-from dtg.lair.diagnostics import CodegenError
+from dtg.errors import CodegenError
 from dtg.mapping.hnf import column_hnf, inverse_unimodular, row_echelon, solve_lower_triangular
 
 __all__ = [

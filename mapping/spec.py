@@ -33,14 +33,14 @@ from lark.exceptions import (
     VisitError,
 )
 
-from dtg.lair.ast import NOWHERE
-from dtg.lair.diagnostics import (
+from dtg.errors import (
     DtgError,
     LairSyntaxError,
     LimitError,
     MappingError,
     SourceLoc,
 )
+from dtg.lair.ast import NOWHERE
 from dtg.lair.limits import MAX_INPUT_BYTES, isl_text_problem, offset_loc
 from dtg.lair.parser import read_source, syntax_error
 

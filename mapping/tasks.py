@@ -18,7 +18,7 @@ from __future__ import annotations
 import islpy as isl
 import networkx as nx
 
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.graph import Stmt, vanishes_with
 from dtg.lair.lower import PolyModel
 from dtg.mapping import poly

@@ -13,7 +13,7 @@ from typing import Literal
 
 import islpy as isl
 
-from dtg.lair.diagnostics import LimitError, MappingError, SourceLoc
+from dtg.errors import LimitError, MappingError, SourceLoc
 from dtg.lair.limits import (
     MAX_COORD,
     MAX_PES,

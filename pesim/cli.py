@@ -26,13 +26,13 @@ from typing import IO, Any
 import numpy as np
 from rich.console import Console
 
+from dtg.errors import DtgError, Interrupted, SimulationError
 from dtg.lair.cli import ArgumentParser, UsageError, run_guarded
-from dtg.lair.diagnostics import DtgError, Interrupted, SimulationError
-from dtg.lair.files import check_distinct, check_new_file, write_atomically
+from dtg.lair.files import check_distinct, check_new_file, output_path, write_atomically
 from dtg.lair.limits import MAX_INT, MAX_SECONDS, abbreviate, literal_value, number_text
 from dtg.lair.specialize import parse_param
+from dtg.pe.fabric import add_fabric_arguments, chosen_fabric
 from dtg.pesim.engines import AUTO_FAST_PES, ENGINES
-from dtg.pesim.fabric import add_fabric_arguments, chosen_fabric
 from dtg.pesim.heatmap import draw_heatmap
 from dtg.pesim.progress import ProgressBar, Watcher
 from dtg.pesim.report import (
@@ -43,7 +43,7 @@ from dtg.pesim.report import (
     write_report,
 )
 from dtg.pesim.run import RunOutcome, run_file, run_program
-from dtg.pesim.sources import STDIN, Claim, output_path
+from dtg.pesim.sources import STDIN, Claim
 from dtg.pesim.trace import Window
 
 

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dtg.codegen.peir import (
+from dtg.errors import SimulationError
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import (
     Activate,
     Array,
     FBin,
@@ -41,9 +43,8 @@ from dtg.codegen.peir import (
     Store,
     Task,
 )
-from dtg.lair.diagnostics import SimulationError
-from dtg.pesim.expr import compile_cond, compile_iexpr, cond_ops, iexpr_ops
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.walk import cond_ops, iexpr_ops
+from dtg.pesim.expr import compile_cond, compile_iexpr
 
 if TYPE_CHECKING:
     from dtg.pesim.core import Core

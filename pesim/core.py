@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from dtg.codegen.peir import Task
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
+from dtg.pe.ir import Task
 from dtg.pesim.clock import Wake
 from dtg.pesim.code import END, CycleLimitError, ProgramCode, SimdInfo
 from dtg.pesim.routers import Buffer, Fabric, Gen, Pe, Wavelet

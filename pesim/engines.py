@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from dtg.codegen.peir import PeModule
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 from dtg.lair.limits import FAST_BYTES_PER_PE, FAST_BYTES_PER_ROUTE, MAX_SECONDS
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
+from dtg.pe.parser import Locations
 from dtg.pesim.fast.scope import not_in_arrays
-from dtg.pesim.parser import Locations
 from dtg.pesim.progress import Watcher
 from dtg.pesim.sim import SimResult, TensorInfo
 from dtg.pesim.sim import check_budget as check_simpy_budget

@@ -15,9 +15,9 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from dtg.codegen.peir import PeModule
 from dtg.lair.files import write_atomically
 from dtg.lair.limits import counted
+from dtg.pe.ir import PeModule
 from dtg.pesim.sim import SimResult
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from dtg.lair.diagnostics import SimulationError, SourceLoc
+from dtg.errors import SimulationError, SourceLoc
 from dtg.lair.lower import least_point
 
 PARAMS = ("PE_X", "PE_Y")

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dtg.codegen.peir import PeModule
 from dtg.lair.cli import report_header
 from dtg.lair.files import write_atomically
 from dtg.lair.limits import counted
+from dtg.pe.ir import PeModule
 from dtg.pesim.run import RunOutcome
 from dtg.pesim.sim import PeStats
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 from dtg.lair.limits import counted
+from dtg.pe.fabric import FabricConfig
 from dtg.pesim.clock import Clock
 from dtg.pesim.code import END
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.trace import Trace
 from dtg.pesim.verify import pe_name
 

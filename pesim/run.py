@@ -22,8 +22,7 @@ from typing import IO, Any
 import numpy as np
 
 from dtg.codegen.bound import Bound, mapping_bound
-from dtg.codegen.peir import PeModule
-from dtg.lair.diagnostics import InputError, LimitError
+from dtg.errors import InputError, LimitError
 from dtg.lair.files import check_input_file
 from dtg.lair.frontend import Program
 from dtg.lair.graph import Graph
@@ -36,9 +35,10 @@ from dtg.lair.interp import (
 )
 from dtg.lair.interp import run as reference_run
 from dtg.lair.limits import MAX_INPUT_ARRAY_BYTES, MAX_SECONDS, counted
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
+from dtg.pe.parser import parse_module_text
 from dtg.pesim.engines import Notice, check_budget, prepare, simulate
-from dtg.pesim.fabric import FabricConfig
-from dtg.pesim.parser import parse_module_text
 from dtg.pesim.progress import Watcher
 from dtg.pesim.sim import SimResult, TensorInfo
 from dtg.pesim.sources import (
@@ -278,7 +278,7 @@ def run_program(path: str | Path, *, mapping_path: str | None = None,
     """``pesim PROG.lair``: compile with dtg-codegen, then simulate exactly the text it
     prints (printed and parsed again, as a module file would be)."""
     from dtg.codegen.driver import compile_file, mapping_file
-    from dtg.codegen.peprint import module as print_module
+    from dtg.pe.printer import module as print_module
 
     compiled = compile_file(path, mapping_path, dict(params or {}), simd=simd, arrival=arrival,
                             fabric=config)

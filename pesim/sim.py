@@ -23,8 +23,7 @@ import islpy as isl
 import numpy as np
 import simpy
 
-from dtg.codegen.peir import Array, PeModule, PeProgram, StreamIO
-from dtg.lair.diagnostics import LimitError, SimulationError
+from dtg.errors import LimitError, SimulationError
 from dtg.lair.limits import (
     MAX_SECONDS,
     SIM_BYTES_PER_PE,
@@ -33,12 +32,13 @@ from dtg.lair.limits import (
     memory_limit,
 )
 from dtg.mapping.poly import points
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import Array, PeModule, PeProgram, StreamIO
+from dtg.pe.parser import Locations
 from dtg.pesim.code import END, NUMPY, CycleLimitError, ProgramCode
 from dtg.pesim.core import Core
 from dtg.pesim.expr import compile_cond, compile_iexpr
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.isltext import Halfspaces, box, check_array_set, check_stream, fix_pe, outside
-from dtg.pesim.parser import Locations
 from dtg.pesim.progress import Progress, Watcher
 from dtg.pesim.routers import (
     MAX_LISTED,

@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dtg.codegen.bound import Bound, mapping_bound
-from dtg.codegen.peir import PeModule
-from dtg.lair.diagnostics import DtgError, InputError, LimitError, SourceLoc
+from dtg.errors import DtgError, InputError, LimitError, SourceLoc
 from dtg.lair.files import check_input_file
 from dtg.lair.frontend import Program, from_source
 from dtg.lair.graph import Graph, Tensor
@@ -33,9 +32,10 @@ from dtg.mapping.direction import TILE_PARAMETERS, candidates
 from dtg.mapping.spec import MappingSpec, parse_mapping_file
 from dtg.mapping.validate import Mapping as ValidMapping
 from dtg.mapping.validate import validate_mapping
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
+from dtg.pe.parser import Locations, parse_module_file, parse_module_text
 from dtg.pesim.engines import check_budget, prepare
-from dtg.pesim.fabric import FabricConfig
-from dtg.pesim.parser import Locations, parse_module_file, parse_module_text
 from dtg.pesim.verify import verify_module
 
 STDIN = "-"
@@ -244,12 +244,3 @@ def _chosen_tiling(spec: MappingSpec, program: Program, tiles: dict[str, int]
         if choice.tiling.per is None and choice.tiling.values() == tiles:
             return choice.mapping
     return None
-
-
-def output_path(path: str | Path | None) -> str | Path | None:
-    """An output path as :func:`lair.files.check_distinct` should compare it: where a
-    directory on the way does not exist yet (``-o new/../prog.lair``), the path with
-    ``..`` resolved, which is the file it will become once the directory is made."""
-    if path is None or str(path) == STDIN or Path(path).parent.exists():
-        return path
-    return os.path.realpath(path)

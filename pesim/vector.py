@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dtg.codegen.peir import (
+from dtg.pe.ir import (
     Array,
     BConst,
     BoolOp,

@@ -16,7 +16,11 @@ from math import prod
 import islpy as isl
 import numpy as np
 
-from dtg.codegen.peir import (
+from dtg.errors import SimulationError, SourceLoc
+from dtg.lair.limits import counted
+from dtg.mapping.poly import points
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import (
     DTYPES,
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -47,12 +51,10 @@ from dtg.codegen.peir import (
     Store,
     Task,
 )
-from dtg.lair.diagnostics import SimulationError, SourceLoc
-from dtg.lair.limits import counted
-from dtg.mapping.poly import points
+from dtg.pe.parser import Locations, stmt_key
+from dtg.pe.walk import cond_iexprs, iexpr_divisions, iexpr_names
 from dtg.pesim.code import ConfigSetup
-from dtg.pesim.expr import compile_cond, cond_iexprs, iexpr_divisions, iexpr_names
-from dtg.pesim.fabric import FabricConfig
+from dtg.pesim.expr import compile_cond
 from dtg.pesim.isltext import (
     box,
     check_array_set,
@@ -62,7 +64,6 @@ from dtg.pesim.isltext import (
     outside,
     shifted,
 )
-from dtg.pesim.parser import Locations, stmt_key
 from dtg.pesim.vector import cvalues
 
 PE_PARAMS = ("PE_X", "PE_Y")

@@ -23,10 +23,10 @@ from math import prod
 import numpy as np
 import simpy
 
-from dtg.codegen.peir import PeModule, PeProgram
 from dtg.lair.limits import MAX_SECONDS
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule, PeProgram
 from dtg.pesim.code import ProgramCode
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import calendar, kernel
 from dtg.pesim.fast.errors import E_LEAVES_MESH, E_NO_ROUTE_DOWN, E_NO_ROUTE_ENTRY
 from dtg.pesim.fast.layout import (

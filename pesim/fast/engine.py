@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dtg.codegen.peir import PeModule
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 from dtg.lair.limits import MAX_SECONDS
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
 from dtg.pesim.code import END, CycleLimitError
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import errors as E
 from dtg.pesim.fast.build import NotInArrays, build, unsupported
 from dtg.pesim.fast.kernel import DONE, PAST_LIMIT, run_slice

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from dtg.codegen.peir import (
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import (
     Activate,
     BConst,
     BoolOp,
@@ -63,9 +64,8 @@ from dtg.codegen.peir import (
     Stmt,
     Store,
 )
+from dtg.pe.walk import cond_ops, iexpr_ops
 from dtg.pesim.code import NUMPY, arithmetic, compute_dtype, has_recv
-from dtg.pesim.expr import cond_ops, iexpr_ops
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.simd_unit import FLOPS, MAX_SIMD_ELEMENTS
 
 # ------------------------------------------------------------------------ opcodes

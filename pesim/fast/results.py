@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dtg.codegen.peir import Array, PeModule
+from dtg.pe.ir import Array, PeModule
 from dtg.pesim.code import NUMPY
 from dtg.pesim.fast.build import Grid, NotInArrays
 from dtg.pesim.fast.layout import (

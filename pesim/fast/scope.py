@@ -3,7 +3,7 @@ without importing numba: the budget check and the choice of engine ask it first.
 
 from __future__ import annotations
 
-from dtg.codegen.peir import PeModule
+from dtg.pe.ir import PeModule
 from dtg.pesim.vector import halfspaces
 
 

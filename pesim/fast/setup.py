@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dtg.codegen.peir import PeModule
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
 from dtg.pesim.fast import calendar, kernel
 from dtg.pesim.fast.errors import E_LEAVES_MESH, E_NO_ROUTE_DOWN, E_NO_ROUTE_ENTRY
 from dtg.pesim.fast.layout import (
@@ -378,7 +378,7 @@ def first_variant(tables: Tables, prog: int, module: PeModule) -> int:
 
 
 def activations(program) -> int:
-    from dtg.codegen.peir import Activate, For, If
+    from dtg.pe.ir import Activate, For, If
 
     def count(body) -> int:
         total = 0

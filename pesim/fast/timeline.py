@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dtg.codegen.peir import PeModule
+from dtg.pe.ir import PeModule
 from dtg.pesim.fast.layout import (
     G_HOP_COUNT,
     G_HOP_CYCLE,

@@ -74,8 +74,8 @@ def wait() -> None:
 def compile_engine() -> None:
     import numpy as np
 
+    from dtg.pe.parser import parse_module_text
     from dtg.pesim.fast.engine import simulate
-    from dtg.pesim.parser import parse_module_text
     from dtg.pesim.sim import TensorInfo
 
     module, _ = parse_module_text(SMALL, "<warm>")

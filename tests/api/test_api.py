@@ -9,7 +9,7 @@ import pytest
 from conftest import EXAMPLES
 
 import dtg
-from dtg.lair.diagnostics import InputError, MappingError
+from dtg.errors import InputError, MappingError
 
 GEMV_MAP = (EXAMPLES / "gemv" / "gemv.map").read_text()
 GEMV_LAIR = (EXAMPLES / "gemv" / "gemv.lair").read_text()

@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.cli import _rejoin_rectangle, _seconds, main
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 from dtg.plot import log_scale
 from dtg.sweep import Stopped, points, read_rows, run_sweep
 

@@ -108,7 +108,7 @@ def test_a_dead_worker_does_not_end_the_sweep() -> None:
 
 
 def test_an_unreachable_scheduler_is_a_user_error() -> None:
-    from dtg.lair.diagnostics import InputError
+    from dtg.errors import InputError
 
     with pytest.raises(InputError, match=re.escape("--scheduler tcp://127.0.0.1:9: cannot "
                                                    "reach a Dask scheduler there")):

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import compile_file
-from dtg.codegen.peprint import module as print_module
+from dtg.pe.printer import module as print_module
 from dtg.pesim.run import run_program
 
 

@@ -16,7 +16,7 @@ from dtg.codegen.driver import compile_file
 from dtg.lair.frontend import program_from_text
 from dtg.lair.interp import random_inputs
 from dtg.mapping import poly
-from dtg.pesim.fabric import FabricConfig
+from dtg.pe.fabric import FabricConfig
 from dtg.pesim.run import run_program
 
 

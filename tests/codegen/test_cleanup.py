@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dtg.codegen.cleanup import drop_unread_ints
-from dtg.codegen.peprint import program as program_text
-from dtg.pesim.parser import parse_module
+from dtg.pe.parser import parse_module
+from dtg.pe.printer import program as program_text
 
 TEXT = """
 module m

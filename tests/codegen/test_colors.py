@@ -10,8 +10,8 @@ from conftest import EXAMPLES
 
 from dtg.codegen.colors import colors_used, share_colors
 from dtg.codegen.driver import compile_file
-from dtg.codegen.peprint import module as print_module
-from dtg.pesim.parser import parse_module_text
+from dtg.pe.parser import parse_module_text
+from dtg.pe.printer import module as print_module
 from dtg.pesim.run import make_inputs, run_module
 from dtg.pesim.verify import verify_module
 

@@ -12,14 +12,14 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import compile_file, main
-from dtg.codegen.peprint import module as print_module
 from dtg.codegen.pipeline import Compilation
 from dtg.codegen.report import compile_report
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.frontend import program_from_text
 from dtg.mapping.spec import parse_mapping
 from dtg.mapping.tasks import build_task_graph
 from dtg.mapping.validate import validate_mapping
+from dtg.pe.printer import module as print_module
 
 PARAMS = "[PE_X, PE_Y, index]"
 

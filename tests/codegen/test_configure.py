@@ -5,9 +5,9 @@ from __future__ import annotations
 import islpy as isl
 
 from dtg.codegen.configure import configurations_per_pe, guard_configurations, program_pes
-from dtg.codegen.peir import PeProgram
 from dtg.codegen.scancheck import cond_set
-from dtg.pesim.parser import parse_module
+from dtg.pe.ir import PeProgram
+from dtg.pe.parser import parse_module
 
 TEXT = """
 module m

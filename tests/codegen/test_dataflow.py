@@ -16,7 +16,7 @@ from conftest import EXAMPLES
 from dtg.codegen.dataflow import DataFlowError, check_data_flow
 from dtg.codegen.driver import compile_file
 from dtg.codegen.pipeline import Compilation, compile_mapping
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.frontend import program_from_text
 from dtg.mapping import exchanges, inputs, poly, tasks
 from dtg.mapping.spec import parse_mapping
@@ -327,7 +327,7 @@ def test_the_check_catches_dense_streams_with_gaps(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("change", ["stride", "base"])
 def test_a_simd_operand_with_a_wrong_address_is_caught(change: str) -> None:
-    from dtg.codegen.peir import IBin, IConst
+    from dtg.pe.ir import IBin, IConst
 
     result = gemv()
     assert result.tasks is not None and result.memory is not None

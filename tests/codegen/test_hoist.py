@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 
 from dtg.codegen.hoist import hoist_invariants
-from dtg.codegen.peprint import module as print_module
-from dtg.codegen.peprint import task as print_task
-from dtg.pesim.parser import parse_module_text
+from dtg.pe.parser import parse_module_text
+from dtg.pe.printer import module as print_module
+from dtg.pe.printer import task as print_task
 from dtg.pesim.sim import TensorInfo, simulate
 
 TEXT = """
@@ -68,7 +68,7 @@ def test_invariant_parts_move_to_main_and_the_control_task() -> None:
 
 def test_parts_computed_more_than_once_per_group_are_computed_once() -> None:
     from dtg.codegen.hoist import shared_parts
-    from dtg.codegen.peir import IBin, IConst, IVar, SetInt
+    from dtg.pe.ir import IBin, IConst, IVar, SetInt
     from dtg.pesim.expr import evaluate
 
     g = IVar("g")

@@ -9,9 +9,9 @@ import pytest
 
 from dtg.codegen import islast
 from dtg.codegen.islast import scan
-from dtg.codegen.peir import For, IBin, IConst, IExpr, If, IVar, SetInt, Stmt
 from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
 from dtg.mapping.poly import points
+from dtg.pe.ir import For, IBin, IConst, IExpr, If, IVar, SetInt, Stmt
 from dtg.pesim.expr import evaluate, holds
 
 # The set on which isl's AST generator, given one multi-dimensional band, drops a point:

@@ -11,7 +11,7 @@ from conftest import EXAMPLES
 from dtg.codegen.configure import configurations_per_pe
 from dtg.codegen.driver import compile_file
 from dtg.codegen.pipeline import Compilation, compile_mapping
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.frontend import load_program
 from dtg.lair.graph import Const
 from dtg.mapping.spec import parse_mapping_file

@@ -16,9 +16,9 @@ from run_pins import check_pinned
 
 from dtg.codegen.bound import mapping_bound
 from dtg.codegen.driver import compile_file
-from dtg.codegen.peprint import module as print_module
+from dtg.pe.parser import parse_module
+from dtg.pe.printer import module as print_module
 from dtg.pesim.cli import main as pesim_main
-from dtg.pesim.parser import parse_module
 from dtg.pesim.run import RunOutcome, run_module, run_program
 
 RUNNABLE = EXAMPLE_PROGRAMS
@@ -156,7 +156,7 @@ def test_examples_compile_and_verify_for_every_fabric(path: str, fabric: str, cl
     """The compiler chooses by the preset's costs, pesim charges them; the code still
     computes the program, and the report names the fabric of both."""
     from dtg.codegen.driver import main as codegen_main
-    from dtg.pesim.fabric import preset
+    from dtg.pe.fabric import preset
 
     report = tmp_path / "c.json"
     compiled = cli(codegen_main, EXAMPLES / path, "--fabric", fabric, "--report", report,
@@ -218,8 +218,8 @@ def test_the_compiler_keeps_within_the_fabric_it_is_given() -> None:
     """--config limits reach the compiler too: a PE's SIMD configurations and memory."""
     from dataclasses import replace as changed
 
-    from dtg.lair.diagnostics import MappingError
-    from dtg.pesim.fabric import FabricConfig
+    from dtg.errors import MappingError
+    from dtg.pe.fabric import FabricConfig
 
     few = changed(FabricConfig(), max_simd_configs=2)
     outcome = run_program(EXAMPLES / "fc" / "train.lair", config=few)  # pesim checks it

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from dtg.codegen.driver import compile_file
-from dtg.codegen.peir import If
-from dtg.codegen.peprint import module as module_text
-from dtg.codegen.peprint import task as task_text
+from dtg.pe.ir import If
+from dtg.pe.printer import module as module_text
+from dtg.pe.printer import task as task_text
 from dtg.pesim.run import run_program
 
 ROW_LAIR = """

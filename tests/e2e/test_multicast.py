@@ -12,7 +12,7 @@ import pytest
 from conftest import verify_pair
 
 from dtg.codegen.colors import colors_used
-from dtg.lair.diagnostics import UnsupportedMappingError
+from dtg.errors import UnsupportedMappingError
 from dtg.lair.frontend import program_from_text
 from dtg.mapping.flows import TaskGraph
 from dtg.mapping.spec import parse_mapping

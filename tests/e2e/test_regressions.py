@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.pesim.run import run_program
 
 HERE = Path(__file__).parent / "regressions"

@@ -5,7 +5,7 @@ and the PE modules the compiler makes of the examples). Each runs in a worker pr
 (forked, so no start-up cost) through the file-level entry points, as the command-line
 drivers use them, and ends in one of four outcomes:
 
-- ``clean``: a :class:`~lair.diagnostics.DtgError`, what a user should see;
+- ``clean``: a :class:`~dtg.errors.DtgError`, what a user should see;
 - ``accepted``: no error;
 - ``internal``: any other exception, or the worker dying (a crash in C): a bug;
 - ``hang``: still running after the time limit (the worker is killed and replaced).
@@ -115,8 +115,8 @@ def program_of(mapping: Path) -> Path:
 def corpus() -> tuple[Seed, ...]:
     """Every example program and mapping, and the PE modules compiled from them (with and
     without SIMD) plus the hand-written one."""
-    from dtg.codegen import peprint
     from dtg.codegen.driver import compile_file
+    from dtg.pe import printer as peprint
 
     seeds: list[Seed] = []
     for path in sorted(EXAMPLES.rglob("*.lair")):
@@ -294,12 +294,12 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
     LAIR: parse, specialize, check, lower, and print and parse again. Mappings: parse and
     validate against the example's program (``backend``: then compile to PE code and parse
     and verify that). PE modules: parse and verify (the static checks)."""
-    from dtg.lair.diagnostics import DtgError
+    from dtg.errors import DtgError
     from dtg.lair.frontend import load_program
     from dtg.lair.parser import parse
     from dtg.lair.printer import format_module
     from dtg.mapping.spec import parse_mapping_file
-    from dtg.pesim.parser import parse_module_file, parse_module_text
+    from dtg.pe.parser import parse_module_file, parse_module_text
     from dtg.pesim.verify import verify_module
 
     if case.kind == "lair":
@@ -320,8 +320,8 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
         assert bound is not None
         mapping = bound
         if backend:
-            from dtg.codegen import peprint
             from dtg.codegen.pipeline import compile_mapping
+            from dtg.pe import printer as peprint
 
             compiled = compile_mapping(program, mapping)
             assert compiled.module is not None
@@ -334,7 +334,7 @@ def check(case: Case, path: Path, backend: bool = False) -> None:
 
 def run_case(case: Case, workdir: Path, backend: bool = False) -> Result:
     """Classify one input, in this process (no time limit: see :func:`run_cases`)."""
-    from dtg.lair.diagnostics import DtgError
+    from dtg.errors import DtgError
     from dtg.mapping.poly import UnboundedSetError
 
     path = workdir / f"input{SUFFIX[case.kind]}"

@@ -14,7 +14,7 @@ from pathlib import Path
 import fuzzing
 import pytest
 
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 
 BATCH = 200
 SEED = 20240917

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from dtg.lair.diagnostics import LimitError
+from dtg.errors import LimitError
 from dtg.lair.limits import MAX_PE_BLOCKS, MAX_PE_NESTING
+from dtg.pe.parser import parse_module_text
 from dtg.pesim.cli import main
-from dtg.pesim.parser import parse_module_text
 
 HANDWRITTEN = EXAMPLES / "handwritten" / "gemv_checkerboard" / "gemv_checkerboard.pe"
 SOURCE = HANDWRITTEN.read_text().replace(

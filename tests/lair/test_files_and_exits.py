@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dtg.errors import InputError
 from dtg.lair.cli import run_guarded
-from dtg.lair.diagnostics import InputError
 from dtg.lair.files import check_distinct, write_atomically
 
 

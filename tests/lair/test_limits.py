@@ -18,7 +18,7 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import main
-from dtg.lair.diagnostics import DtgError, LimitError, SourceLoc
+from dtg.errors import DtgError, LimitError, SourceLoc
 from dtg.lair.frontend import program_from_text
 from dtg.lair.limits import (
     MAX_INPUT_BYTES,

@@ -11,8 +11,8 @@ from fixtures.listings import LISTINGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dtg.errors import DtgError, InputError, LairSyntaxError
 from dtg.lair import ast
-from dtg.lair.diagnostics import DtgError, InputError, LairSyntaxError
 from dtg.lair.parser import parse, parse_file
 from dtg.lair.printer import format_expr, format_module
 

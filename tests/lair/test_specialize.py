@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fixtures.listings import LISTING_1
 
+from dtg.errors import SpecializationError
 from dtg.lair.check import analyze
-from dtg.lair.diagnostics import SpecializationError
 from dtg.lair.parser import parse
 from dtg.lair.specialize import parse_param, specialize
 

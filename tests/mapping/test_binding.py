@@ -8,7 +8,7 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import compile_file, main
-from dtg.lair.diagnostics import SourceLoc, SpecializationError
+from dtg.errors import SourceLoc, SpecializationError
 from dtg.lair.parser import parse_file
 from dtg.mapping.binding import bound_mapping
 from dtg.mapping.spec import IslText, MapParam, _substitute, parse_mapping, parse_mapping_file

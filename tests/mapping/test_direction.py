@@ -9,7 +9,7 @@ from conftest import EXAMPLES
 
 import dtg
 from dtg.codegen.driver import compile_file, main
-from dtg.lair.diagnostics import DtgError
+from dtg.errors import DtgError
 from dtg.lair.frontend import load_program
 from dtg.lair.parser import parse_file
 from dtg.mapping.binding import bound_mapping

@@ -11,7 +11,7 @@ from functools import cache
 import islpy as isl
 import pytest
 
-from dtg.lair.diagnostics import CodegenError
+from dtg.errors import CodegenError
 from dtg.mapping import poly
 from dtg.mapping.poly import align_params
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import main
-from dtg.lair.diagnostics import LimitError, SourceLoc
+from dtg.errors import LimitError, SourceLoc
 from dtg.mapping import poly
 from dtg.mapping.spec import parse_mapping
 

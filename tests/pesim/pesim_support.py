@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from dtg.codegen.peir import PeModule
 from dtg.lair.limits import MAX_SECONDS
-from dtg.pesim.fabric import FabricConfig
-from dtg.pesim.parser import parse_module_text
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.ir import PeModule
+from dtg.pe.parser import parse_module_text
 from dtg.pesim.sim import SimResult, TensorInfo, simulate
 from dtg.pesim.verify import verify_module
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pesim_support import build, sim
 
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 
 BATCHED = """
 module batched

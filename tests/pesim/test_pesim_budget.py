@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 from pesim_support import GEMV_PE, sim
 from test_pesim_cli import copy_gemv
 
-from dtg.lair.diagnostics import LimitError
+from dtg.errors import LimitError
 from dtg.lair.limits import (
     FAST_BYTES_PER_PE,
     FAST_BYTES_PER_ROUTE,
@@ -253,8 +253,8 @@ def test_a_mesh_beyond_the_memory_budget_is_refused_before_allocation(
 def test_the_memory_limit_is_the_users_to_set(cli, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A 64 x 64 mesh estimated on each engine against a limit set between the two."""
+    from dtg.pe.parser import parse_module
     from dtg.pesim.engines import check_budget
-    from dtg.pesim.parser import parse_module
     from dtg.pesim.sim import simulation_bytes
 
     path = copy_gemv(tmp_path, "mesh PE[4, 4]", "mesh PE[64, 64]")

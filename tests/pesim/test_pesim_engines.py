@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES
 
 import dtg
-from dtg.lair.diagnostics import InputError
+from dtg.errors import InputError
 from dtg.pesim import engines
 from dtg.pesim.cli import main as pesim_main
 from dtg.pesim.fast import engine as fast_engine

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pesim_support import GEMV_PE, sim
 
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 from dtg.pesim.code import CycleLimitError
 from dtg.pesim.run import run_file
 from dtg.pesim.sim import DeadlockError

@@ -16,9 +16,9 @@ from conftest import EXAMPLES
 from pesim_support import GEMV_PE
 
 from dtg.codegen.driver import main as codegen
-from dtg.codegen.peprint import module as print_module
+from dtg.pe.parser import parse_module
+from dtg.pe.printer import module as print_module
 from dtg.pesim.cli import main
-from dtg.pesim.parser import parse_module
 
 GEMV = EXAMPLES / "gemv" / "gemv.lair"
 TILED = EXAMPLES / "gemv" / "gemv.tiled.map"

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pesim_support import sim
 
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 from dtg.pesim.verify import ModuleError
 
 SIMD = """

@@ -354,7 +354,7 @@ def test_float32_widths_depend_on_the_operation(fabric: str, op: str, cycles: in
     """WSE-2 and WSE-3 add float32 2 and 4 wide but multiply-add one at a time."""
     from dataclasses import asdict
 
-    from dtg.pesim.fabric import preset
+    from dtg.pe.fabric import preset
 
     result = sim(op_module(op), {}, {"y": ((8,), "float32")}, **asdict(preset(fabric)))
     assert result.cycles == cycles

@@ -6,7 +6,7 @@ Outcomes of one pair (:func:`classify`):
 - ``verified``: both compilations are accepted and every simulated output equals the
   reference interpreter's (exactly: the inputs are random integers, seed fixed);
 - ``rejected``: both are refused with a located
-  :class:`~lair.diagnostics.UnsupportedMappingError` (a flow the compiler does not
+  :class:`~dtg.errors.UnsupportedMappingError` (a flow the compiler does not
   realize yet), a legal answer; ``reason`` groups the messages (first words, names and
   numbers blanked);
 
@@ -14,7 +14,7 @@ and the failures (:data:`FAILURES`), each a bug:
 
 - ``mismatch``: the run finished but an output differs from the reference;
 - ``internal``: anything but a user error while compiling (a traceback, a
-  :class:`~lair.diagnostics.CodegenError`), or any error while verifying or simulating
+  :class:`~dtg.errors.CodegenError`), or any error while verifying or simulating
   the code the compiler printed (deadlock, unconsumed wavelets, cycle limit);
 - ``unlocated``: a user error without a position;
 - ``inconsistent``: the SIMD and the scalar compilation disagree on accepting the pair;
@@ -142,15 +142,15 @@ def run_once(lair: Path, mapping: Path, *, simd: bool, seed: int = SEED,
     """Compile ``lair`` with ``mapping``, print, parse and verify the PE module, simulate
     it and compare with the reference, as ``pesim PROG.lair -m MAP`` does."""
     from dtg.codegen.driver import compile_file
-    from dtg.codegen.peprint import module as print_module
-    from dtg.lair.diagnostics import (
+    from dtg.errors import (
         CodegenError,
         DtgError,
         SimulationError,
         UnsupportedMappingError,
     )
-    from dtg.pesim.fabric import FabricConfig
-    from dtg.pesim.parser import parse_module_text
+    from dtg.pe.fabric import FabricConfig
+    from dtg.pe.parser import parse_module_text
+    from dtg.pe.printer import module as print_module
     from dtg.pesim.run import make_inputs, run_module
     from dtg.pesim.verify import verify_module
 

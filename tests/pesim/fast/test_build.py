@@ -13,13 +13,13 @@ from conftest import EXAMPLES
 
 import dtg
 from dtg.api import module_text
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
 from dtg.lair.frontend import load_program
 from dtg.lair.interp import check_inputs
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.parser import parse_module_text
 from dtg.pesim import sim
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import build, engine, lower, setup
-from dtg.pesim.parser import parse_module_text
 from dtg.pesim.routers import Deadline
 from dtg.pesim.run import make_inputs
 from dtg.pesim.sim import TensorInfo

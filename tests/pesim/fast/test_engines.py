@@ -16,9 +16,9 @@ import pytest
 import dtg
 from dtg.api import module_text
 from dtg.lair.interp import check_inputs
+from dtg.pe.parser import parse_module_text
 from dtg.pesim import sim
 from dtg.pesim.fast import engine
-from dtg.pesim.parser import parse_module_text
 from dtg.pesim.run import make_inputs
 from dtg.pesim.sim import SimResult, TensorInfo
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import dtg
-from dtg.lair.diagnostics import SimulationError
+from dtg.errors import SimulationError
+from dtg.pe.fabric import FabricConfig
+from dtg.pe.parser import parse_module_text
 from dtg.pesim import sim
-from dtg.pesim.fabric import FabricConfig
 from dtg.pesim.fast import engine
-from dtg.pesim.parser import parse_module_text
 from dtg.pesim.sim import SimResult, TensorInfo
 from dtg.pesim.verify import verify_module
 

@@ -1,4 +1,4 @@
-"""Parse PE-module text (``docs/pecode.md``) into :class:`codegen.peir.PeModule`.
+"""Parse PE-module text (``docs/pecode.md``) into :class:`pe.ir.PeModule`.
 
 The parser checks syntax only; :func:`pesim.verify.verify_module` checks meaning. So that
 its messages can point into the file, parsing also returns a :data:`Locations` table that
@@ -17,7 +17,19 @@ from typing import Any
 from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from dtg.codegen.peir import (
+from dtg.errors import DtgError, LimitError, SimulationError, SourceLoc
+from dtg.lair.limits import (
+    MAX_INPUT_BYTES,
+    MAX_PE_BLOCKS,
+    MAX_PE_NESTING,
+    MAX_PES,
+    isl_text_problem,
+    offset_loc,
+    too_deep,
+    tree_loc,
+)
+from dtg.lair.parser import int_literal, read_source, syntax_error
+from dtg.pe.ir import (
     MAX_SIMD_DIMS,
     Activate,
     Array,
@@ -57,18 +69,6 @@ from dtg.codegen.peir import (
     Task,
     TaskKind,
 )
-from dtg.lair.diagnostics import DtgError, LimitError, SimulationError, SourceLoc
-from dtg.lair.limits import (
-    MAX_INPUT_BYTES,
-    MAX_PE_BLOCKS,
-    MAX_PE_NESTING,
-    MAX_PES,
-    isl_text_problem,
-    offset_loc,
-    too_deep,
-    tree_loc,
-)
-from dtg.lair.parser import int_literal, read_source, syntax_error
 
 Locations = dict[tuple[str, ...], SourceLoc]
 

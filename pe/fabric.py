@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from dtg.lair.diagnostics import LimitError, SimulationError, SourceLoc
+from dtg.errors import LimitError, SimulationError, SourceLoc
 from dtg.lair.limits import (
     MAX_BUFFER_WAVELETS,
     MAX_CLOCK_MHZ,

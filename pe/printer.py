@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from dtg.codegen.peir import (
+from dtg.pe.ir import (
     Activate,
     Array,
     BConst,

@@ -6,13 +6,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pesim_support import GEMV_PE
 
-from dtg.codegen.peir import Cmp, IConst, IVar, Route, SetInt, StreamIO, Task
-from dtg.lair.diagnostics import DtgError
-from dtg.pesim.fabric import ConfigError, FabricConfig, config_from_mapping, load_config
-from dtg.pesim.parser import parse_module
+from dtg.errors import DtgError
+from dtg.pe.fabric import ConfigError, FabricConfig, config_from_mapping, load_config
+from dtg.pe.ir import Cmp, IConst, IVar, Route, SetInt, StreamIO, Task
+from dtg.pe.parser import parse_module
 from dtg.pesim.verify import ModuleError, verify_module
+
+GEMV_PE = (Path(__file__).resolve().parents[2] / "examples" / "handwritten"
+           / "gemv_checkerboard" / "gemv_checkerboard.pe")
 
 
 def test_defaults_follow_the_cost_table() -> None:
@@ -100,7 +102,7 @@ def test_verifier_limits_follow_the_config() -> None:
 
 
 def test_presets_hold_the_public_figures() -> None:
-    from dtg.pesim.fabric import PRESETS, preset
+    from dtg.pe.fabric import PRESETS, preset
 
     assert set(PRESETS) == {"paper", "wse2", "wse3"} and preset("paper") == FabricConfig()
     wse2, wse3 = preset("wse2"), preset("wse3")
@@ -116,7 +118,7 @@ def test_presets_hold_the_public_figures() -> None:
 
 
 def test_a_config_file_overrides_the_chosen_preset(tmp_path: Path) -> None:
-    from dtg.pesim.fabric import chosen_fabric
+    from dtg.pe.fabric import chosen_fabric
 
     path = tmp_path / "f.toml"
     path.write_text("task_dispatch = 5\n")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import keyword
 import string
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pesim_support import GEMV_PE
 
-from dtg.codegen.peir import (
+from dtg.pe.ir import (
     Activate,
     Array,
     BConst,
@@ -47,8 +47,11 @@ from dtg.codegen.peir import (
     StreamIO,
     Task,
 )
-from dtg.codegen.peprint import module as print_module
-from dtg.pesim.parser import parse_module
+from dtg.pe.parser import parse_module
+from dtg.pe.printer import module as print_module
+
+GEMV_PE = (Path(__file__).resolve().parents[2] / "examples" / "handwritten"
+           / "gemv_checkerboard" / "gemv_checkerboard.pe")
 
 KEYWORDS = {
     "module", "mesh", "reference", "input", "output", "sparse", "dense", "color", "program",

@@ -4,7 +4,7 @@ A :class:`PeModule` holds the I/O of the whole rectangle (which tensors enter an
 leave, on which colors, in which order) and one :class:`PeProgram` per class of PEs
 that run the same code. Programs are parametric in ``PE_X``/``PE_Y``, the PE's
 coordinates relative to the program's origin. The text form is printed by
-:mod:`codegen.peprint` and parsed by :mod:`pesim.parser`; ``docs/pecode.md`` describes it.
+:mod:`pe.printer` and parsed by :mod:`pe.parser`; ``docs/pecode.md`` describes it.
 """
 
 from __future__ import annotations
