@@ -27,6 +27,7 @@ from dtg.codegen.islast import (
     substitute,
     substitute_stmts,
 )
+from dtg.codegen.licm import hoist_loop_invariants
 from dtg.codegen.routes import tree_routes
 from dtg.codegen.sharing import Sharing, exchange_name
 from dtg.codegen.simd import Operand, SimdDecision, row_major
@@ -96,15 +97,20 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
-    programs = [guard_configurations(drop_unread_ints(hoist_invariants(p))) for p in programs]
+    programs = [guard_configurations(drop_unread_ints(_hoisted(p))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
-    programs.append(guard_configurations(drop_unread_ints(hoist_invariants(compute)),
+    programs.append(guard_configurations(drop_unread_ints(_hoisted(compute)),
                                          task_pes=builder.task_pes))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
+
+
+def _hoisted(program: PeProgram) -> PeProgram:
+    """Invariant arithmetic out of data tasks (per group) and out of loops."""
+    return hoist_loop_invariants(hoist_invariants(program))
 
 
 def _value_expr(value: Value, trigger: str | None, load: dict[str, Load]) -> FExpr:

@@ -317,7 +317,10 @@ def _size_variants(sizes: isl.Set, context: isl.Set
                    ) -> tuple[tuple[tuple[int, ...], ...], IExpr] | None:
     """The box sizes a PE's output elements take (``sizes``: size vectors over the PE
     coordinates) and the expression selecting a PE's; None beyond a few."""
-    vectors = poly.points(sizes.project_out_all_params())
+    try:
+        vectors = poly.points(sizes.project_out_all_params(), limit=1 << 12)
+    except poly.TooManyPointsError:
+        return None
     if not 1 < len(vectors) <= MAX_OUTPUT_VARIANTS:
         return None
     which: isl.PwAff | None = None

@@ -61,7 +61,7 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
     """The program with the group-invariant parts of its data tasks precomputed."""
     assigned_in: dict[str, set[str]] = {}
     for task in program.tasks:
-        for name in _assigned(task.body):
+        for name in assigned(task.body):
             assigned_in.setdefault(name, set()).add(task.name)
     ints = {v.name for v in program.ints}
     main = next((t for t in program.tasks if t.kind == "main"), None)
@@ -78,7 +78,7 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
         # (what only main assigns, or nothing, needs computing once)
         constant = {"PE_X", "PE_Y"} | {v for v in ints if assigned_in.get(v, set()) <= {
             main.name if main else ""}}
-        hoister = _Hoister(f"h{task.color}_", fixed)
+        hoister = Hoister(f"h{task.color}_", fixed)
         body = hoister.block(task.body)
         if not hoister.found:
             continue
@@ -87,7 +87,7 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
         new_ints.extend(IntVar(name) for name in hoister.found.values())
         per_group = [s for s in sets if not set(iexpr_names(s.value)) <= constant]
         if per_group:  # their parts that depend on the PE only: once, in main
-            inner = _Hoister(f"p{task.color}_", constant)
+            inner = Hoister(f"p{task.color}_", constant)
             sets = [replace(s, value=inner.iexpr(s.value)) if s in per_group else s
                     for s in sets]
             per_group = [s for s in sets if not set(iexpr_names(s.value)) <= constant]
@@ -115,18 +115,24 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
 def per_arrival_ops(e: IExpr, varying: frozenset[str]) -> int:
     """The operations of ``e`` left in a data task after this pass, when only the names
     in ``varying`` change from one wavelet to the next (for predicting cycles)."""
-    return iexpr_ops(_Hoister("t", set(iexpr_names(e)) - varying).iexpr(e))
+    return iexpr_ops(Hoister("t", set(iexpr_names(e)) - varying).iexpr(e))
 
 
 def per_arrival_cond_ops(c: Cond, varying: frozenset[str]) -> int:
     """:func:`per_arrival_ops` for a condition."""
-    return cond_ops(_Hoister("t", set(cond_names(c)) - varying).cond(c))
+    return cond_ops(Hoister("t", set(cond_names(c)) - varying).cond(c))
 
 
-class _Hoister:
+class Hoister:
+    """Rewrites statements so that their compound parts which read only invariant names
+    are read from ``int``s (``found``: each part and its name, ``prefix`` + number)."""
+
     def __init__(self, prefix: str, fixed: set[str]):
         self.prefix, self.fixed = prefix, fixed
         self.found: dict[IExpr, str] = {}
+
+    def invariant_names(self, names: set[str]) -> bool:
+        return names <= self.fixed
 
     def name(self, e: IExpr) -> IExpr:
         if e not in self.found:
@@ -134,7 +140,7 @@ class _Hoister:
         return IVar(self.found[e])
 
     def invariant(self, e: IExpr) -> bool:
-        return set(iexpr_names(e)) <= self.fixed
+        return self.invariant_names(set(iexpr_names(e)))
 
     def iexpr(self, e: IExpr) -> IExpr:
         if isinstance(e, IConst | IVar):
@@ -157,7 +163,7 @@ class _Hoister:
         return e
 
     def cond(self, c: Cond) -> Cond:
-        if set(cond_names(c)) <= self.fixed and cond_ops(c) >= MIN_OPS:
+        if self.invariant_names(set(cond_names(c))) and cond_ops(c) >= MIN_OPS:
             flag = self.name(ISel(c, IConst(1), IConst(0)))
             return Cmp("!=", flag, IConst(0))
         match c:
@@ -204,16 +210,16 @@ class _Hoister:
         return s
 
 
-def _assigned(body: tuple[Stmt, ...]) -> set[str]:
+def assigned(body: tuple[Stmt, ...]) -> set[str]:
     names: set[str] = set()
     for s in body:
         match s:
             case SetInt(name, _, _):
                 names.add(name)
             case If(_, then, orelse):
-                names |= _assigned(then) | _assigned(orelse)
+                names |= assigned(then) | assigned(orelse)
             case For(_, _, _, inner):
-                names |= _assigned(inner)
+                names |= assigned(inner)
     return names
 
 

@@ -627,11 +627,17 @@ def zero_box(name: str, size: tuple[int, ...]) -> isl.Set:
     return box
 
 
+MAX_SIZE_IDS = 1 << 10  # size identifiers listed before their variants are counted
+
+
 def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: isl.Set
                ) -> tuple[tuple[tuple[int, ...], ...], IExpr,
                           tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]] | str:
     """Size enumeration (§5.4): the variants, the expression selecting one, and the ids."""
-    enum = poly.enumerate_sizes(rect.sizes, index=index_like)
+    try:
+        enum = poly.enumerate_sizes(rect.sizes, index=index_like, limit=MAX_SIZE_IDS)
+    except poly.TooManyPointsError:
+        return f"more than {MAX_SIZE_IDS} sizes to enumerate"
     if enum is None:
         return "the sizes have no fixed-size box hull to enumerate"
     variants: list[tuple[int, ...]] = []

@@ -31,6 +31,7 @@ from typing import Protocol, Self, TypeVar
 import islpy as isl
 
 from dtg.errors import CodegenError
+from dtg.lair.limits import MAX_POINTS
 from dtg.mapping.hnf import column_hnf, inverse_unimodular, row_echelon, solve_lower_triangular
 
 __all__ = [
@@ -269,7 +270,10 @@ def task_instances(domain: isl.Set, placement: isl.Map, order: isl.Map, access: 
 
 
 def _val(ctx: isl.Context, value: int) -> isl.Val:
-    return isl.Val.int_from_si(ctx, value)
+    """``value`` as an isl value, of any size (isl's integers are unbounded)."""
+    if -(1 << 62) <= value < 1 << 62:
+        return isl.Val.int_from_si(ctx, value)
+    return isl.Val.read_from_str(ctx, str(value))
 
 
 def _int(val: isl.Val) -> int:
@@ -374,8 +378,6 @@ def _smallest_extent(work: isl.Map, affine: bool) -> tuple[int, isl.Aff] | None:
     for constraint in _constraints(candidates):
         if not constraint.is_lower_bound(_dt.set, n_in):
             continue
-        if constraint.involves_dims(_dt.div, 0, constraint.dim(_dt.div)):
-            continue
         lower = constraint.get_bound(_dt.set, n_in).ceil()  # quasi-affine: ceil(b/m)
         if affine and lower.involves_locals():
             continue
@@ -437,6 +439,7 @@ def index_gaps(rel: isl.Map) -> isl.Set:
     ``rel`` whose ``v`` lies between the least and greatest ``v`` of the same ``D`` and
     outer values ``o`` (empty when every such run of ``v`` is consecutive, as counting
     the wavelets of a dense stream needs)."""
+    _require_bounded(rel.range(), "finding gaps between indices")
     points = rel.wrap().flatten()
     n = int(points.dim(_dt.set))
     last = isl.Map.from_domain(points).move_dims(_dt.out, 0, _dt.in_, n - 1, 1)
@@ -748,9 +751,7 @@ class UnboundedSetError(CodegenError):
 
 def _require_bounded(s: isl.Set, what: str) -> None:
     if not s.is_bounded():
-        text = str(s)
-        shown = text if len(text) <= 200 else text[:200] + "..."
-        raise UnboundedSetError(f"{what} needs a bounded set, got the unbounded {shown}")
+        raise UnboundedSetError(f"{what} needs a bounded set, got the unbounded {_shown(s)}")
 
 
 # -------------------- rectangularity (§5.1)
@@ -889,11 +890,22 @@ class SizeEnumeration:
         raise KeyError(tuple(identifier))
 
 
-def points(s: isl.Set) -> list[tuple[int, ...]]:
-    """The integer points of a bounded set without parameters, in lexicographic order."""
+class TooManyPointsError(CodegenError):
+    """A set has more points than its caller can list (:func:`points`' ``limit``)."""
+
+
+def points(s: isl.Set, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
+    """The integer points of a bounded set without parameters, in lexicographic order;
+    :class:`TooManyPointsError`, before listing any, when its bounding box (of the set
+    made dense by :func:`compress` where needed) holds more than ``limit`` points."""
     _require_bounded(s, "listing the points of a set")
     found: list[tuple[int, ...]] = []
     n = s.dim(_dt.set)
+    if s.is_empty():
+        return found
+    if _volume(s) > limit and _volume(compress(s).compressed) > limit:
+        raise TooManyPointsError(f"a set with more than {limit} points cannot be listed "
+                                 f"one by one: {_shown(s)}")
 
     def record(point: isl.Point) -> None:
         found.append(tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(n)))
@@ -902,12 +914,27 @@ def points(s: isl.Set) -> list[tuple[int, ...]]:
     return sorted(found)
 
 
+def _volume(s: isl.Set) -> int:
+    """The points of the bounding box of a bounded, non-empty set without parameters."""
+    volume = 1
+    for d in range(s.dim(_dt.set)):
+        volume *= _int(s.dim_max_val(d)) - _int(s.dim_min_val(d)) + 1
+    return volume
+
+
+def _shown(s: isl.Set) -> str:
+    text = str(s)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def enumerate_sizes(
-    sizes: isl.Set, index: Sequence[str] | None = None, pe: Sequence[str] = PE_NAMES
+    sizes: isl.Set, index: Sequence[str] | None = None, pe: Sequence[str] = PE_NAMES, *,
+    limit: int = MAX_POINTS
 ) -> SizeEnumeration | None:
     """Enumerate the sizes of ``sizes`` (one size vector per parameter value).
 
-    ``None`` when the sizes over all index values have no fixed-size box hull.
+    ``None`` when the sizes over all index values have no fixed-size box hull;
+    :class:`TooManyPointsError` when there are more than ``limit`` size identifiers.
     """
     index = index_params(sizes) if index is None else tuple(index)
     over_index = project_out_params(sizes, index).coalesce()
@@ -918,7 +945,8 @@ def enumerate_sizes(
     shift = isl.MultiAff.identity_on_domain_space(space).add(box.offset.insert_domain(space))
     shifted = over_index.preimage_multi_aff(shift)
     identifiers = project_out_params(shifted, pe).project_out_all_params().coalesce()
-    entries = tuple((point, _shifted_offset(box.offset, point)) for point in points(identifiers))
+    entries = tuple((point, _shifted_offset(box.offset, point))
+                    for point in points(identifiers, limit=limit))
     return SizeEnumeration(over_index, box, identifiers, entries)
 
 
