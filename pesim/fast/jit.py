@@ -27,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # the modules whose code (or constants) numba compiles; the set-up and the results are
 # plain Python and may change without a new compile
 COMPILED = ("calendar", "errors", "events", "f16", "interp", "jit", "kernel", "layout",
-            "lower", "record", "view")
+            "lower", "record", "simd", "steps", "view")
 
 
 def cache_directory() -> Path:

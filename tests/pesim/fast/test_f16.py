@@ -118,8 +118,8 @@ def test_signed_zeros_in_maximum_keep_the_first() -> None:
 def test_maximum_of_signed_zeros_and_nans_as_numpy(dtype: type) -> None:
     """The compiled engine's ``max`` (values held in float64) against numpy's loops of
     each type, which differ in which of two equal zeros they give."""
-    from dtg.pesim.fast.interp import maximum
     from dtg.pesim.fast.lower import DTYPE_CODE
+    from dtg.pesim.fast.steps import maximum
 
     code = DTYPE_CODE[np.dtype(dtype).name]
     values = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan]
