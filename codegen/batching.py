@@ -259,7 +259,7 @@ def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
     if outer:
         arrivals = poly.bind_leading(arrivals, outer)
     first, last = arrivals.dim_min(0), arrivals.dim_max(0)
-    length = last.sub(first).add_constant_val(isl.Val.one(first.get_ctx())).max_val()
+    length = poly.greatest(last.sub(first).add_constant_val(isl.Val.one(first.get_ctx())))
     if not length.is_int():
         return None
     return first, last, int(length.to_python())
@@ -277,7 +277,7 @@ def _windows(flow: InputFlow, window: tuple[isl.PwAff, isl.PwAff, int], size: in
         return at.scale_down_val(isl.Val.int_from_si(at.get_ctx(), size)).floor()
 
     first, last = poly.align_params(first, last)
-    spans = window_of(last).sub(window_of(first)).max_val()
+    spans = poly.greatest(window_of(last).sub(window_of(first)))
     return int(spans.to_python()) + 1 if spans.is_int() else ceil(length / size) + 1
 
 

@@ -392,7 +392,7 @@ def _path(model: PolyModel, mapping: Mapping, config: FabricConfig, work: list[P
             pe, hops_in, hops_out = piece.pe, _eval(first, there), _eval(last, there)
         else:  # the PE of the set with the longest first + last hops
             around = first.add(last).intersect_domain(piece.pes)
-            longest = around.max_val()
+            longest = poly.greatest(around)
             pe = _first_pe(piece.pes.intersect(
                 around.eq_set(isl.PwAff.val_on_domain(piece.pes, longest))))
             at = isl.Set.from_point(point(pes.get_space(), pe))
@@ -422,7 +422,7 @@ def _hops(ends: isl.Set, pes: isl.Set, hop_cycles: int) -> isl.PwAff:
 
 
 def _value_at(value: isl.PwAff, at: isl.Set) -> int:
-    return int(value.intersect_domain(at).max_val().to_python())
+    return int(poly.greatest(value.intersect_domain(at)).to_python())
 
 
 def _eval(value: isl.PwAff, at: isl.Point) -> int:

@@ -914,6 +914,18 @@ def points(s: isl.Set, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
     return sorted(found)
 
 
+def greatest(value: isl.PwAff) -> isl.Val:
+    """The greatest value of ``value`` over its domain and all parameter values
+    (infinite when unbounded). isl's ``max_val`` refuses an expression that isl wrote
+    with a rational coefficient, ``(2 - PE_X)/2`` where ``PE_X`` is even, integral as it
+    is; the graph of the function has no such form."""
+    if value.get_domain_space().is_params():
+        graph = isl.Set.from_pw_aff(value)
+    else:
+        graph = isl.Map.from_pw_aff(value).range()
+    return graph.project_out_all_params().dim_max_val(0)
+
+
 def _volume(s: isl.Set) -> int:
     """The points of the bounding box of a bounded, non-empty set without parameters."""
     volume = 1
