@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import islpy as isl
 
-from dtg.codegen.scancheck import ScanError, check_scan, visit_marker
+from dtg.codegen.scancheck import ScanError, check_scan, visit_marker, with_body
 from dtg.errors import CodegenError
 from dtg.mapping import poly
 from dtg.pe.ir import (
@@ -211,13 +211,17 @@ def scan(instances: isl.Set, context: isl.Set, body: UserBody) -> tuple[Stmt, ..
     if instances.intersect_params(context).is_empty():
         return ()
     failure: ScanError | None = None
+    name = instances.get_tuple_name()
+    n = int(instances.dim(isl.dim_type.set))
     for generate in (_scan_nested, _scan_compressed, _scan_one_band, _scan_bounded):
+        nest = generate(instances, context, visit_marker)
         try:
-            check_scan(generate(instances, context, visit_marker), instances, context)
+            check_scan(nest, instances, context)
         except ScanError as err:
             failure = failure or err
             continue
-        return generate(instances, context, body)
+        # the checked nest itself: isl may not generate the same AST a second time
+        return with_body(nest, name, n, body)
     assert failure is not None
     raise failure
 

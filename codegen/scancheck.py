@@ -10,7 +10,7 @@ of each visited statement a piecewise quasi-affine function of the loop variable
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import islpy as isl
 
@@ -47,6 +47,32 @@ def visit_marker(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
     if not coords:
         return [Activate(VISIT)]
     return [SetInt(VISIT, "=", c) for c in coords]
+
+
+def with_body(stmts: Sequence[Stmt], name: str, n: int,
+              body: Callable[[str, Sequence[IExpr]], Sequence[Stmt]]) -> tuple[Stmt, ...]:
+    """``stmts`` (a nest of :func:`visit_marker`s for instances of ``n`` coordinates)
+    with each instance's markers replaced by ``body(name, coordinates)``: the code run
+    is then the very nest :func:`check_scan` checked."""
+    out: list[Stmt] = []
+    coords: list[IExpr] = []
+    for stmt in stmts:
+        match stmt:
+            case SetInt(marker, _, value) if marker == VISIT:
+                coords.append(value)
+                if len(coords) == n:
+                    out.extend(body(name, coords))
+                    coords = []
+            case Activate(marker) if marker == VISIT:
+                out.extend(body(name, []))
+            case For(var, lo, hi, inner):
+                out.append(For(var, lo, hi, with_body(inner, name, n, body)))
+            case If(test, then, orelse):
+                out.append(If(test, with_body(then, name, n, body),
+                              with_body(orelse, name, n, body)))
+            case _:
+                out.append(stmt)
+    return tuple(out)
 
 
 def check_scan(stmts: Sequence[Stmt], instances: isl.Set, context: isl.Set) -> None:
