@@ -38,7 +38,7 @@ import islpy as isl
 import numpy as np
 
 from dtg.lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
-from dtg.lair.limits import counted
+from dtg.lair.limits import MAX_POINTS, counted
 from dtg.lair.lower import PolyModel, PolyStatement
 from dtg.mapping import poly
 from dtg.mapping.flows import accessing_pes
@@ -317,6 +317,9 @@ def _skippable(pstmt: PolyStatement, mapping: Mapping, data: Values[str, np.ndar
             not np.all(np.asarray(data[t]) != 0)]
 
 
+NONVANISHING_LIMIT = MAX_POINTS  # instances listed to count those a zero skips
+
+
 def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
                   skippable: list[tuple[isl.Map, np.ndarray]]) -> dict[tuple[int, ...], int]:
     """Per PE, the instances of ``pstmt`` whose every skippable read is nonzero: the
@@ -325,7 +328,10 @@ def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
     for access, _ in skippable:
         access, relation = poly.align_params(access, relation)
         relation = relation.range_product(access.intersect_domain(pstmt.domain))
-    rows = np.array(poly.points(relation.wrap()), dtype=np.int64)
+    try:
+        rows = np.array(poly.points(relation.wrap(), limit=NONVANISHING_LIMIT), dtype=np.int64)
+    except poly.TooManyPointsError:
+        return {}  # (too many to list: no work counted, so the bound stays a lower bound)
     if rows.size == 0:
         return {}
     column = int(relation.dim(isl.dim_type.in_))

@@ -211,6 +211,7 @@ class Hoister:
 
 
 def assigned(body: tuple[Stmt, ...]) -> set[str]:
+    """The integers ``body`` assigns, loop variables included."""
     names: set[str] = set()
     for s in body:
         match s:
@@ -218,8 +219,8 @@ def assigned(body: tuple[Stmt, ...]) -> set[str]:
                 names.add(name)
             case If(_, then, orelse):
                 names |= assigned(then) | assigned(orelse)
-            case For(_, _, _, inner):
-                names |= assigned(inner)
+            case For(var, _, _, inner):
+                names |= {var} | assigned(inner)
     return names
 
 

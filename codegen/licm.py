@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import count
 
-from dtg.codegen.hoist import Hoister
+from dtg.codegen.hoist import Hoister, assigned
 from dtg.pe.ir import For, If, IntVar, PeProgram, SetInt, Stmt
 
 
@@ -33,20 +33,6 @@ class _LoopHoister(Hoister):
 
     def invariant_names(self, names: set[str]) -> bool:
         return not names & self.varying
-
-
-def _written(body: tuple[Stmt, ...]) -> set[str]:
-    """The integers ``body`` assigns, loop variables included."""
-    names: set[str] = set()
-    for s in body:
-        match s:
-            case SetInt(name, _, _):
-                names.add(name)
-            case If(_, then, orelse):
-                names |= _written(then) | _written(orelse)
-            case For(var, _, _, inner):
-                names |= {var} | _written(inner)
-    return names
 
 
 def hoist_loop_invariants(program: PeProgram) -> PeProgram:
@@ -66,7 +52,7 @@ def hoist_loop_invariants(program: PeProgram) -> PeProgram:
         for s in body:
             match s:
                 case For(var, lo, hi, inner):
-                    hoister = _LoopHoister(prefix(), _written(inner) | {var})
+                    hoister = _LoopHoister(prefix(), assigned(inner) | {var})
                     inner = block(hoister.block(inner))
                     for e, name in hoister.found.items():
                         out.append(SetInt(name, "=", e))

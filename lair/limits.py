@@ -45,8 +45,9 @@ stack frames per level; the compiler nests about one level per statement iterato
 MAX_PES = 1 << 20
 """Most PEs in a mapping's rectangle (a wafer has fewer than a million)."""
 
-MAX_POINTS = 1 << 22
-"""Most points a polyhedral helper lists one by one (``mapping.poly.points``)."""
+MAX_POINTS = 1 << 24
+"""Most points a polyhedral helper lists one by one (``mapping.poly.points``): about
+20 s and 2 GB of Python tuples; beyond, listing would take minutes."""
 
 MAX_COORD = (1 << 31) - 1
 """Largest magnitude of a PE coordinate, tensor element or stream index in a mapping."""

@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from dtg.errors import InputError
+
 Pe = tuple[int, int]
 Range = tuple[int, int]  # first, past the last
 
@@ -35,6 +37,12 @@ class Window:
     cycles: Range | None = None
     x: Range | None = None
     y: Range | None = None
+
+    def __post_init__(self) -> None:
+        for name, bounds in (("cycles", self.cycles), ("x", self.x), ("y", self.y)):
+            if bounds is not None and not (len(bounds) == 2 and 0 <= bounds[0] < bounds[1]):
+                raise InputError(f"a trace window's {name} must be (first, past the last) "
+                                 f"with 0 <= first < past the last, got {bounds!r}")
 
     def keeps(self, pe: Pe, start: int, end: int) -> bool:
         return (self.keeps_pe(pe) and (self.cycles is None or (

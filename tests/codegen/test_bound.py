@@ -250,3 +250,16 @@ def test_pes_counted_one_by_one_stop_at_the_budget(monkeypatch: pytest.MonkeyPat
     first = min(work)
     assert sampled["where"] == f"PE[{first[0]}, {first[1]}]"
     assert sampled["cycles"] == int(-(-sum(work[first].values()) // 1)) <= full
+
+
+def test_zeros_too_many_to_list_count_no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the instances the bound may list to find the zeros' skipped work, that
+    statement's work is not counted: the bound stays a lower bound (never above the
+    count with the zeros known)."""
+    c = compile_file(EXAMPLES / "polybench" / "gemm.lair", stop="mapping")
+    inputs = random_inputs(c.program.graph, 3, low=-3, high=3)
+    known = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()
+    monkeypatch.setattr(bound_module, "NONVANISHING_LIMIT", 10)
+    unlisted = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()
+    assert unlisted["compute"]["cycles"] < known["compute"]["cycles"]
+    assert unlisted["injection"] == known["injection"]

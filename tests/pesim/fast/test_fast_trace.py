@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import dtg
-from dtg.errors import SimulationError
+from dtg.errors import DtgError, SimulationError
 from dtg.pe.fabric import FabricConfig
 from dtg.pe.parser import parse_module_text
 from dtg.pesim import sim
 from dtg.pesim.fast import engine
 from dtg.pesim.sim import SimResult, TensorInfo
+from dtg.pesim.trace import Window
 from dtg.pesim.verify import verify_module
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -155,3 +156,9 @@ def test_an_event_with_more_records_than_room_runs_again_with_more(
     assert document(got) == document(want)
     assert len([e for e in document(got)["traceEvents"] if e.get("cat") == "simd"]) == 6
     assert taken == [4, 4 * 7]  # (six SIMD slices and the main task's in one event)
+
+
+@pytest.mark.parametrize("bounds", [{"cycles": (10, 5)}, {"x": (-1, 4)}, {"y": (3, 3)}])
+def test_a_window_that_keeps_nothing_is_refused(bounds: dict[str, tuple[int, int]]) -> None:
+    with pytest.raises(DtgError, match="trace window"):
+        Window(**bounds)
