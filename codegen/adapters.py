@@ -3,8 +3,11 @@ entering at one point over the lines of PEs that need it, re-indexing each eleme
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import islpy as isl
 
+from dtg.codegen.cost import costs
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
 from dtg.codegen.stmtutil import and_cond, guarded
 from dtg.mapping import poly
@@ -12,14 +15,18 @@ from dtg.mapping.flows import InputFlow, TaskGraph, unsupported
 from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT, VERTICAL
 from dtg.pe.ir import (
     COUNT,
+    MAX_SIMD_SIZE,
     Array,
+    BConst,
     BoolOp,
     Cmp,
     Cond,
     FValue,
     IBin,
     IConst,
+    IExpr,
     IntVar,
+    ISel,
     IVar,
     PeProgram,
     Route,
@@ -32,6 +39,7 @@ from dtg.pe.ir import (
     Stmt,
     Task,
 )
+from dtg.pe.walk import cond_ops, iexpr_ops
 
 OPPOSITE = {"N": "S", "S": "N", "E": "W", "W": "E"}
 
@@ -52,10 +60,12 @@ def adapter_programs(tg: TaskGraph, *, batched: bool = True) -> list[PeProgram]:
         tasks: list[Task] = [Task("main", "main", ())]
         for flow in flows:
             r, i, t = _spread(flow)
-            window = adapter_window(flow) if batched else None
-            if window is not None:
+            plan = adapter_window(flow) if batched else None
+            variants = sum(len(c.variants) for c in configs)
+            if plan is not None and variants + max(1, len(plan.parts)) <= costs(
+                    ).max_simd_configs:
                 dtype = tg.model.graph.tensor(flow.tensor).dtype
-                i, t, arr, cfg = _batched_spread(flow, window, dtype)
+                i, t, arr, cfg = _batched_spread(flow, plan, dtype)
                 arrays.append(arr)
                 configs.append(cfg)
             routes.extend(r)
@@ -75,10 +85,51 @@ def adapter_programs(tg: TaskGraph, *, batched: bool = True) -> list[PeProgram]:
     return programs
 
 
-def adapter_window(flow: InputFlow) -> tuple[int, isl.PwAff] | None:
-    """Where every adapter of the line sends a window of ``L`` consecutive indices that
-    starts at ``first(pos)``, a multiple of ``L`` counted from the stream's first index,
-    and re-indexes them ``0 .. L-1``: ``L`` and ``first``; else None."""
+@dataclass(frozen=True)
+class SpreadBatches:
+    """How an adapter line takes a stream in batches: each line sends down a window of
+    ``length`` consecutive indices from ``first`` (a function of the line's position),
+    re-indexed ``0 .. length-1``. Where the windows are aligned to multiples of their
+    length from the stream's first index (``aligned``), a batch is a line's window or
+    no part of it. Otherwise neighbouring windows overlap or straddle batches (a halo):
+    batches of ``size`` wavelets land, and each sends its part of the line's window,
+    one of ``parts`` sizes, by one SIMD instruction."""
+
+    length: int  # the longest window's
+    first: isl.PwAff
+    last: isl.PwAff  # the window's last index
+    size: int
+    aligned: bool
+    parts: tuple[int, ...] = ()
+    cycles: int = 0  # predicted busy cycles of a line over the whole stream (halos)
+
+
+MAX_PART_SIZES = 4  # SIMD variants a halo adapter sets up for its parts
+HALO_BATCHES = (8, 16, 32, 64)  # besides the window's length and its stride
+
+
+def adapter_window(flow: InputFlow) -> SpreadBatches | None:
+    """How the adapter line of ``flow`` takes it in batches, or None where it keeps one
+    task per wavelet: not every line sends one window of consecutive indices re-indexed
+    from 0, or (halos) no batch size keeps the parts' sizes few."""
+    window = _line_window(flow)
+    if window is None:
+        return None
+    length, first, last, aligned = window
+    if aligned:
+        return SpreadBatches(length, first, last, length, True)
+    if flow.kind != "dense":
+        return None
+    plans = [p for size in _halo_sizes(flow, length, first)
+             if (p := _halo_plan(flow, length, first, last, size)) is not None]
+    return min(plans, key=lambda p: (p.cycles, p.size), default=None)
+
+
+def _line_window(flow: InputFlow) -> tuple[int, isl.PwAff, isl.PwAff, bool] | None:
+    """Where every adapter of the line sends a window of consecutive indices from
+    ``first(pos)`` to ``last(pos)`` re-indexed from 0: the longest window's length,
+    ``first``, ``last`` and whether the windows have one length ``L`` and start at
+    multiples of ``L`` counted from the stream's first index."""
     a = flow.adapter
     assert a is not None
     if flow.index_dims != 1:
@@ -94,20 +145,27 @@ def adapter_window(flow: InputFlow) -> tuple[int, isl.PwAff] | None:
     if elements.is_empty():
         return None
     rect = poly.rectangularity(elements, index=())
-    if not (rect.rectangular and rect.dense and rect.constant_size is not None):
+    if not (rect.rectangular and rect.dense):
         return None
-    (length,) = rect.constant_size
-    first = rect.minimum.get_at(0)
+    first, last = rect.minimum.get_at(0), rect.maximum.get_at(0)
+    length = int(poly.greatest(rect.extent.get_at(0)).to_python())
     base = a.index_base[0] if flow.kind == "dense" else 0
     ctx = first.get_ctx()
     aligned = first.add_constant_val(isl.Val.int_from_si(ctx, -base)).mod_val(
         isl.Val.int_from_si(ctx, length))
-    if length < 2 or poly.constant_value(aligned) != 0:
+    if length < 2:
         return None
+    even = rect.constant_size is not None and poly.constant_value(aligned) == 0
     # the index sent down must be the position in the window
     sent = poly.bind_order(flow.order).apply(flow.relation.range_factor_range())
     if not _is_function_of_params(sent):
-        return None
+        # (halos: an index goes down several lines, re-indexed by the line's offset)
+        if flow.wire_offset is None:
+            return None
+        offset, first_at = poly.align_params(flow.wire_offset[-1], first)
+        if not offset.intersect_domain(first_at.domain()).is_equal(first_at):
+            return None
+        return length, first, last, even
     new = sent.as_pw_multi_aff().get_pw_aff(sent.dim(isl.dim_type.set) - 1)
     new, where = poly.align_params(new, target)
     first_at, new = poly.align_params(first, new)
@@ -116,47 +174,196 @@ def adapter_window(flow: InputFlow) -> tuple[int, isl.PwAff] | None:
     position = index.sub(first_at.intersect_params(where))
     if not new.intersect_params(where).is_equal(position):
         return None
-    return length, first
+    return length, first, last, even
 
 
-def _batched_spread(flow: InputFlow, window: tuple[int, isl.PwAff], dtype: str
-                    ) -> tuple[list[IntVar], list[Task], Array, SimdConfig]:
-    """Batches of the window's length land in the adapter; the batch that is the line's
-    window is sent down by one SIMD instruction (the other batches only pass)."""
+def _stream_length(flow: InputFlow) -> int:
+    """The wavelets of a dense one-dimensional stream (its indices are consecutive)."""
     a = flow.adapter
     assert a is not None
-    length, first = window
+    last = poly.greatest(poly.param_pw_aff(poly.bind_order(flow.order).params(), poly.INDEX))
+    return int(last.to_python()) - a.index_base[0] + 1
+
+
+def _halo_sizes(flow: InputFlow, length: int, first: isl.PwAff) -> list[int]:
+    """Batch sizes worth trying: the window's length, the distance between the windows
+    of neighbouring lines (where it is constant) and a few powers of two."""
+    sizes = {length, *HALO_BATCHES}
+    a = flow.adapter
+    assert a is not None
+    along = "PE_X" if a.side in VERTICAL else "PE_Y"
+    pos = first.get_domain_space().find_dim_by_name(isl.dim_type.param, along)
+    pieces = first.get_pieces()
+    if pos >= 0 and len(pieces) == 1:
+        step = pieces[0][1].get_coefficient_val(isl.dim_type.param, pos)
+        if step.is_int():
+            sizes.add(abs(int(step.to_python())))
+    total = _stream_length(flow)
+    return sorted(s for s in sizes if 2 <= s <= min(64, total))
+
+
+def _halo_plan(flow: InputFlow, length: int, first: isl.PwAff, last: isl.PwAff, size: int
+               ) -> SpreadBatches | None:
+    """Batches of ``size`` wavelets against windows that overlap or straddle them: the
+    sizes of the parts a line sends (at most :data:`MAX_PART_SIZES`) and the line's
+    predicted busy cycles over the stream."""
+    a = flow.adapter
+    assert a is not None
+    parts = _halo_parts(flow, first, last, size)
+    if parts is None:
+        return None
+    sizes = parts.sizes
+    total = _stream_length(flow)
+    batches = -(-total // size)
+    own, part_size, offset = parts.expressions()
+    # While the line's task runs, the stream waits: every batch tests whether it holds a
+    # part of the window (a line has at most ceil(L / size) + 1), each sent by SIMD.
+    c = costs()
+    per_batch = c.task_dispatch + (1 + cond_ops(own)) * c.scalar_op
+    per_part = c.simd_startup + iexpr_ops(offset) * c.scalar_op
+    if len(sizes) > 1:
+        variant, sets = _variant_of(part_size, sizes, "v")
+        per_part += c.simd_variant_select + (iexpr_ops(variant) + sum(
+            1 + iexpr_ops(s.value) for s in sets if isinstance(s, SetInt))) * c.scalar_op
+    sent = min(-(-length // size) + 1, batches)
+    cycles = total + batches * per_batch + sent * per_part + length + \
+        len(sizes) * c.simd_config
+    return SpreadBatches(length, first, last, size, False, tuple(sizes), cycles)
+
+
+@dataclass(frozen=True)
+class _HaloParts:
+    """The part of a line's window in the batch starting at position ``n`` (the line's
+    counter): where it is not empty (``own``, parameters: the line's position and the
+    counter), its size, and its first position in the landing array."""
+
+    sizes: tuple[int, ...]
+    lines: isl.Set
+    own: isl.Set
+    size: isl.PwAff
+    offset: isl.PwAff
+
+    def expressions(self) -> tuple[Cond, IExpr, IExpr]:
+        cond = condition_of(self.own, self.lines)
+        there = self.lines.intersect(self.own)
+        return (BConst(True) if cond is None else cond,
+                pw_aff_expr(self.size, there), pw_aff_expr(self.offset, there))
+
+
+def _halo_parts(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: int
+                ) -> _HaloParts | None:
+    """The parts of the line's window in batches of ``size`` wavelets, or None where
+    they have more than :data:`MAX_PART_SIZES` sizes."""
+    a = flow.adapter
+    assert a is not None
+    ctx = first.get_ctx()
+    counter = f"n_{flow.name}"
+    total = _stream_length(flow)
+    base = a.index_base[0]
+
+    def val(v: int) -> isl.Val:
+        return isl.Val.int_from_si(ctx, v)
+
+    context = poly.with_params(a.region.context(), [counter])
+    first = first.align_params(context.get_space())
+    last = last.align_params(context.get_space())
+    lines = context.intersect(first.domain()).intersect(last.domain())
+    n = poly.param_pw_aff(lines, counter)
+    zero = n.sub(n)
+    on_grid = n.mod_val(val(size))
+    lines = lines.intersect(n.ge_set(zero)).intersect(
+        n.le_set(zero.add_constant_val(val(total - 1)))).intersect(on_grid.eq_set(zero))
+    n = n.intersect_domain(lines)
+    start = first.intersect_domain(lines).add_constant_val(val(-base))
+    count = zero.intersect_domain(lines).add_constant_val(val(size)).min(
+        zero.intersect_domain(lines).add_constant_val(val(total)).sub(n))
+    lo = n.max(start)
+    end = last.intersect_domain(lines).add_constant_val(val(1 - base))
+    hi = n.add(count).min(end)
+    part = hi.sub(lo)
+    own = part.gt_set(part.sub(part))
+    if own.is_empty():
+        return None
+    values = isl.Set.from_pw_aff(part.intersect_domain(own)).project_out_all_params()
+    var = isl.Aff.var_on_domain(isl.LocalSpace.from_space(values.get_space()),
+                                isl.dim_type.set, 0)
+    if poly.greatest(isl.PwAff.from_aff(var).intersect_domain(values)).to_python() > \
+            MAX_SIMD_SIZE:
+        return None
+    sizes = sorted(p[0] for p in poly.points(values, limit=MAX_SIMD_SIZE + 1))
+    if len(sizes) > MAX_PART_SIZES:
+        return None
+    return _HaloParts(tuple(sizes), lines, own, part.intersect_domain(own),
+                      lo.sub(n).intersect_domain(own))
+
+
+def _batched_spread(flow: InputFlow, plan: SpreadBatches, dtype: str
+                    ) -> tuple[list[IntVar], list[Task], Array, SimdConfig]:
+    """Batches land in the adapter; the line's part of each (aligned windows: the batch
+    that is the line's window) is sent down by one SIMD instruction."""
+    a = flow.adapter
+    assert a is not None
+    length, first = plan.length, plan.first
     context = a.region.context()
     land = f"land_{flow.name}"
     name = f"spread_{flow.name}_send"
     sparse = flow.kind == "sparse"
-    config = SimdConfig(name, "copy", ((length,),),
-                        SimdOperand("out", color=flow.color, indexed=sparse),
-                        (SimdOperand("array", land, (1,)),))
     length_along = a.region.width if a.side in VERTICAL else a.region.height
     lo, hi = a.span
     pos = IVar("PE_X" if a.side in VERTICAL else "PE_Y")
     in_span = None if (lo, hi) == (0, length_along - 1) else BoolOp(
         "&&", Cmp(">=", pos, IConst(lo)), Cmp("<=", pos, IConst(hi)))
-    # (``first`` is defined on the span's lines only: the others never send)
-    first_expr = pw_aff_expr(first, context.intersect(first.domain().align_params(
-        context.get_space())))
     ints: list[IntVar] = []
-    if sparse:  # a batch's ``index`` is its window's first index
-        own: Cond = Cmp("==", IVar("index"), first_expr)
-    else:  # a dense batch starts where the previous ones ended
-        counter = f"n_{flow.name}"
-        ints.append(IntVar(counter))
-        start = normalize(IBin("+", IConst(a.index_base[0]), IVar(counter)))
-        own = Cmp("==", start, first_expr)
-    body: list[Stmt] = list(guarded(and_cond(in_span, own), [Run(name, ((land, IConst(0)),))]))
+    counter = f"n_{flow.name}"
+    body: list[Stmt]
+    if plan.aligned:
+        config = SimdConfig(name, "copy", ((length,),),
+                            SimdOperand("out", color=flow.color, indexed=sparse),
+                            (SimdOperand("array", land, (1,)),))
+        # (``first`` is defined on the span's lines only: the others never send)
+        first_expr = pw_aff_expr(first, context.intersect(first.domain().align_params(
+            context.get_space())))
+        if sparse:  # a batch's ``index`` is its window's first index
+            own: Cond = Cmp("==", IVar("index"), first_expr)
+        else:  # a dense batch starts where the previous ones ended
+            start = normalize(IBin("+", IConst(a.index_base[0]), IVar(counter)))
+            own = Cmp("==", start, first_expr)
+        body = list(guarded(and_cond(in_span, own), [Run(name, ((land, IConst(0)),))]))
+    else:
+        config = SimdConfig(name, "copy", tuple((k,) for k in plan.parts),
+                            SimdOperand("out", color=flow.color),
+                            (SimdOperand("array", land, (1,)),))
+        halo = _halo_parts(flow, first, plan.last, plan.size)
+        assert halo is not None
+        own, size, offset = halo.expressions()
+        variant = None
+        sent: list[Stmt] = []
+        if len(plan.parts) > 1:
+            variant, sent = _variant_of(size, plan.parts, f"v_{flow.name}")
+            ints.extend(IntVar(s.name) for s in sent if isinstance(s, SetInt))
+        sent.append(Run(name, ((land, offset),), variant=variant))
+        body = list(guarded(and_cond(in_span, own), sent))
     if not sparse:
+        ints.append(IntVar(counter))
         body.append(SetInt(counter, "+=", IVar(COUNT)))
-    tasks = [Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, sparse, length,
+    tasks = [Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, sparse, plan.size,
                   land)]
     tasks.append(Task(f"end_{flow.name}", "control", guarded(in_span, [SendEnd(flow.color)]),
                       a.in_color))
-    return ints, tasks, Array(land, dtype, (length,)), config
+    return ints, tasks, Array(land, dtype, (plan.size,)), config
+
+
+def _variant_of(size: IExpr, sizes: tuple[int, ...], name: str
+                ) -> tuple[IExpr, list[Stmt]]:
+    """The variant selecting a part of ``size`` elements among ``sizes`` (ascending):
+    ``size - sizes[0]`` where they are consecutive, else a chain of selects on the size
+    computed once."""
+    if list(sizes) == list(range(sizes[0], sizes[0] + len(sizes))):
+        return normalize(IBin("-", size, IConst(sizes[0]))), []
+    chosen: IExpr = IConst(len(sizes) - 1)
+    for k in range(len(sizes) - 2, -1, -1):
+        chosen = ISel(Cmp("==", IVar(name), IConst(sizes[k])), IConst(k), chosen)
+    return chosen, [SetInt(name, "=", size)]
 
 
 def _is_function_of_params(s: isl.Set) -> bool:
