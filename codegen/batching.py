@@ -29,14 +29,24 @@ import islpy as isl
 from dtg.codegen.adapters import adapter_window
 from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
 from dtg.codegen.hoist import per_arrival_cond_ops
-from dtg.codegen.islast import condition_of, pw_aff_expr
+from dtg.codegen.islast import condition_of, normalize, pw_aff_expr
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
 from dtg.mapping import poly
 from dtg.mapping.flows import InputFlow, Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
-from dtg.pe.ir import COUNT, ELEMENT_BYTES, MAX_SIMD_DIMS, IBin, IConst, IExpr, IVar
+from dtg.pe.ir import (
+    COUNT,
+    ELEMENT_BYTES,
+    MAX_SIMD_DIMS,
+    BConst,
+    IBin,
+    IConst,
+    IExpr,
+    ISel,
+    IVar,
+)
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
@@ -49,6 +59,9 @@ SPARSE_DENSITY = 0.75
 # all of them. Batched adapters send a line's window at one per cycle.
 ADAPTER_WORK = 5
 KEEP_PER_WAVELET = 1  # storing an arriving element where it is kept (+1: a sparse address)
+MAX_KEEP_VARIANTS = 4  # sizes of the kept part of a batch (one SIMD variant each)
+KEEP_EFFORT = 200_000
+MAX_SIZE_POINTS = 4096
 
 
 @dataclass(frozen=True)
@@ -72,17 +85,23 @@ class KeepCopy:
     copied from the landing array into the tensor's local array by one SIMD instruction
     over their box: where ``elements`` (parameters: the PE, the batch) is not empty."""
 
-    sizes: tuple[int, ...]
+    sizes: tuple[int, ...]  # the largest (the only one without ``variants``)
     elements: isl.Set
     dst_strides: tuple[int, ...]
     dst_base: IExpr
     src_strides: tuple[int, ...]
     src_base: IExpr
+    # where the box's size differs between batches (a halo's part of the window): one
+    # variant per size, ``variant`` selecting the batch's
+    variants: tuple[tuple[int, ...], ...] = ()
+    variant: IExpr | None = None
 
     def cycles(self, dtype: str) -> int:
         width = costs().simd_width(dtype, "copy")
         return costs().simd_startup + ceil(prod(self.sizes) / width) + \
-            expr_ops(self.dst_base) + expr_ops(self.src_base)
+            expr_ops(self.dst_base) + expr_ops(self.src_base) + (
+                costs().simd_variant_select + expr_ops(self.variant)
+                if self.variant is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -245,7 +264,8 @@ def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
     """Whether every batch's wavelets go, as they land, exactly where the PE keeps them
     (``kept``): the kept box is the whole window, at the start of the tensor's array."""
     keep = batch.keep
-    return keep is not None and kept is not None and keep.sizes == (batch.size,) and \
+    return keep is not None and kept is not None and not keep.variants and \
+        keep.sizes == (batch.size,) and \
         keep.dst_strides == (1,) and keep.src_strides == (1,) and \
         keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
         prod(kept.size) >= batch.size and kept.dtype == batch.land.dtype
@@ -413,9 +433,22 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
     elements = elements.intersect_params(ctx).coalesce()
     varying = (*poly.index_params(elements), COUNT)
     rect = poly.rectangularity(elements, index=varying)
-    if not rect.dense or not rect.fixed or rect.constant_size is None:
-        return "the kept elements of a batch are not a box of one size"
-    if not 0 < len(rect.constant_size) <= MAX_SIMD_DIMS:
+    if not rect.dense:
+        return "the kept elements of a batch are not a box"
+    variants: tuple[tuple[int, ...], ...] = ()
+    variant: IExpr | None = None
+    size = rect.constant_size
+    if size is None:  # a box of a few sizes: one variant each
+        sizes = rect.sizes.project_out_all_params().coalesce()
+        found = poly.within_effort(KEEP_EFFORT, lambda: poly.points(
+            sizes, limit=MAX_SIZE_POINTS))
+        if not found or len(found) > MAX_KEEP_VARIANTS:
+            return (f"the kept elements of a batch are boxes of more than "
+                    f"{MAX_KEEP_VARIANTS} sizes")
+        variants = tuple(sorted(found))
+        size = tuple(max(v[d] for v in variants) for d in range(len(variants[0])))
+        variant = _variant_selector(rect.sizes, variants, ctx)
+    if not 0 < len(size) <= MAX_SIMD_DIMS:
         return "the kept elements of a batch have too many dimensions for SIMD"
     identity = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
     operands = []
@@ -425,8 +458,24 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
             return f"the kept elements' position in '{local.name}' {linear}"
         operands.append(linear)
     (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
-    return KeepCopy(rect.constant_size, elements, dst_strides, dst_base, src_strides,
-                    src_base)
+    return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
+                    variants, variant)
+
+
+def _variant_selector(sizes: isl.Set, variants: tuple[tuple[int, ...], ...],
+                      context: isl.Set) -> IExpr:
+    """The index in ``variants`` of the size ``sizes`` (size vectors per parameter value)
+    gives, as a chain of selects on the parameters."""
+    chosen: IExpr = IConst(len(variants) - 1)
+    space = sizes.get_space()
+    for k in range(len(variants) - 2, -1, -1):
+        point = isl.Set.universe(space)
+        for d, v in enumerate(variants[k]):
+            point = point.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(sizes.get_ctx(), v))
+        where = sizes.intersect(point).params()
+        cond = condition_of(where, context.intersect(sizes.params()))
+        chosen = ISel(cond if cond is not None else BConst(True), IConst(k), chosen)
+    return normalize(chosen)
 
 
 def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1,

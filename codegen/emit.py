@@ -451,9 +451,11 @@ class _ComputeBuilder(Sharing, Gathering):
         assert keep is not None and local is not None
         name = f"keep_{flow.name}"
         self.configs.append(SimdConfig(
-            name, "copy", (keep.sizes,), SimdOperand("array", local.name, keep.dst_strides),
+            name, "copy", keep.variants or (keep.sizes,),
+            SimdOperand("array", local.name, keep.dst_strides),
             (SimdOperand("array", batch.land.name, keep.src_strides),)))
-        run = Run(name, ((local.name, keep.dst_base), (batch.land.name, keep.src_base)))
+        run = Run(name, ((local.name, keep.dst_base), (batch.land.name, keep.src_base)),
+                  variant=keep.variant)
         return list(guarded(condition_of(keep.elements.params(), batch.context), [run]))
 
     def _keep(self, flow: InputFlow) -> list[Stmt]:

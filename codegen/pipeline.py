@@ -303,11 +303,96 @@ def compile_mapping(program: Program, mapping: Mapping, *, stop: str = "code",
 
 def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
              reference: str | None, params: Sequence[tuple[str, int | str]],
-             max_configs: int, arrival: str, fabric: FabricConfig) -> Compilation:
+             max_configs: int, arrival: str, fabric: FabricConfig,
+             keep: frozenset[str] = frozenset()) -> Compilation:
+    """The stages; with SIMD and batches, where statements run per element of a stream
+    at much more than the stream's pace, the same compiled with that stream kept in
+    memory (the statements running once it is complete, as whole-box SIMD) where the
+    cost model predicts it at most 80% of the cycles."""
+    compiled = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                             reference=reference, params=params, max_configs=max_configs,
+                             arrival=arrival, fabric=fabric, keep=keep)
+    if keep or not simd or arrival == "per-wavelet" or compiled.arrivals is None:
+        return compiled
+    slow = _slow_streams(compiled)
+    if not slow:
+        return compiled
+    try:
+        kept = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                             reference=reference, params=params, max_configs=max_configs,
+                             arrival=arrival, fabric=fabric, keep=slow)
+    except CodegenError:
+        return compiled
+    assert kept.arrivals is not None and kept.tasks is not None
+    batched = {b.flow for b in kept.arrivals.batches}
+    if any(f.tensor in slow and f.name not in batched for f in kept.tasks.inputs):
+        return compiled  # (stored one wavelet at a time: no gain the model can promise)
+    mine, theirs = _stream_work(compiled, slow), _stream_work(kept, slow)
+    if mine is None or theirs is None or theirs > KEEP_GAIN * mine:
+        return compiled
+    return replace(kept, seconds=compiled.seconds + kept.seconds)
+
+
+KEEP_GAIN = 0.8  # a stream is kept in memory where that is predicted this much faster
+SLOW_STREAM = 2  # per-element work at this many times a stream's wavelets or more
+
+
+def _slow_streams(c: Compilation) -> frozenset[str]:
+    """Streamed tensors whose per-element statements the busiest PE takes at least
+    :data:`SLOW_STREAM` cycles per arriving wavelet for, in the way chosen."""
+    assert c.tasks is not None and c.arrivals is not None
+    chosen = {b.flow: b.size for b in c.arrivals.batches}
+    flows = {f.name: f for f in c.tasks.inputs}
+    slow: set[str] = set()
+    for name, candidates in c.arrivals.candidates:
+        flow = flows[name]
+        if flow.tensor in c.tasks.buffered:
+            continue
+        way = next((k for k in candidates if k.size == chosen.get(name)), None)
+        arrivals = box_volume(poly.bind_pe(flow.arrivals()))
+        if way is not None and way.busy is not None and way.busy >= SLOW_STREAM * arrivals:
+            slow.add(flow.tensor)
+    return frozenset(slow)
+
+
+def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
+    """Predicted cycles on the busiest PE of taking the streams of ``tensors`` (their
+    flows' chosen way, from the first arrival to the end of its work) and of the
+    statements that run once they are complete (their decision's prediction)."""
+    assert c.tasks is not None and c.arrivals is not None and c.decisions is not None
+    chosen = {b.flow: b.size for b in c.arrivals.batches}
+    tensor_of = {f.name: f.tensor for f in c.tasks.inputs}
+    total = 0
+    for name, candidates in c.arrivals.candidates:
+        if tensor_of[name] not in tensors:
+            continue
+        way = next((k for k in candidates if k.size == chosen.get(name)), None)
+        if way is None or way.cycles is None:
+            return None
+        total = max(total, way.cycles)
+    for task in c.tasks.tasks:
+        if task.kind != "compute" or task.flow is not None or task.statement is None:
+            continue
+        pstmt = c.tasks.model.statement(task.statement)
+        if not any(t in tensors for t, _ in pstmt.reads):
+            continue
+        predicted = dict(c.decisions[task.name].predicted)
+        if not predicted:
+            assert task.instances is not None
+            predicted = {"scalar": scalar_cycles(pstmt.stmt, task.instances, None)}
+        total += min(predicted.values()) if c.decisions[task.name].used else predicted.get(
+            "scalar", min(predicted.values()))
+    return total
+
+
+def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
+                  reference: str | None, params: Sequence[tuple[str, int | str]],
+                  max_configs: int, arrival: str, fabric: FabricConfig,
+                  keep: frozenset[str]) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
-    tg = build_task_graph(program.model, mapping)
+    tg = build_task_graph(program.model, mapping, keep=keep)
     result = Compilation(program, mapping, tg, simd=simd)
     if stop != "tasks":
         memory = allocate(tg, memory_bytes=fabric.memory_bytes)

@@ -53,8 +53,11 @@ _ALONG = {"row": "along its row", "column": "along its column",
           "region": "along its row and from there along every column"}
 
 
-def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
-    """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2)."""
+def build_task_graph(model: PolyModel, mapping: Mapping, *,
+                     keep: frozenset[str] = frozenset()) -> TaskGraph:
+    """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2). The
+    streamed tensors in ``keep`` are stored as they arrive, and the statements reading
+    them run once they are complete, even where they could run per element."""
     _require_defined_outputs(model)
     colors = Colors()
     plan = plan_inputs(model, mapping, colors)
@@ -87,7 +90,7 @@ def build_task_graph(model: PolyModel, mapping: Mapping) -> TaskGraph:
     exchanges += gathers
     combines += completions
     tasks, graph, buffered = _tasks(model, compute, placement, inputs, outputs,
-                                    reductions + combines, mapping)
+                                    reductions + combines, mapping, keep)
     for ex in exchanges:
         tasks.append(Task(f"exchange_{ex.tensor}", "communication", compute.name,
                           compute.pes(),
@@ -122,7 +125,8 @@ def _require_defined_outputs(model: PolyModel) -> None:
 
 def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Map], ...],
            inputs: list[InputFlow], outputs: list[OutputFlow],
-           reductions: list[ResidentReduction], mapping: Mapping
+           reductions: list[ResidentReduction], mapping: Mapping,
+           keep: frozenset[str] = frozenset()
            ) -> tuple[list[Task], nx.DiGraph, tuple[str, ...]]:
     """The tasks and their dependences; also which streamed tensors are kept in memory.
 
@@ -160,7 +164,8 @@ def _tasks(model: PolyModel, compute: Region, placement: tuple[tuple[str, isl.Ma
                               statement=stmt.name,
                               detail=f"fill the local {stmt.target.tensor} with "
                                      f"{'0' if stmt.op == '+=' else '-inf'}"))
-        if (len(triggers) == 1 and all(mapping.is_resident(t) for t in others)
+        if (len(triggers) == 1 and triggers[0] not in keep
+                and all(mapping.is_resident(t) for t in others)
                 and _runs_per_element(stmt, streamed[triggers[0]][0])):
             for flow in streamed[triggers[0]]:
                 instances = poly.task_instances(pstmt.domain, place[stmt.name], flow.order,

@@ -1,0 +1,84 @@
+"""Streams kept in memory where per-element statements would be slow (issue 27).
+
+A statement reading one stream runs per arriving element; where the busiest PE needs
+far more cycles per wavelet than the stream's pace (a band matrix or stencil whose
+windows overlap: a batch's instances are no box), the compiler also compiles the
+program with the stream kept in memory, its statements running once over the PE's
+whole box, and keeps that where the cost model predicts it at most 80% of the cycles.
+A batch's part of a PE's window, kept, is a box of a few sizes: one copy variant each.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dtg.codegen.pipeline as pipeline
+from dtg.codegen.driver import compile_file
+from dtg.pesim.run import run_program
+
+
+def _band(tmp_path: Path, *, n: int = 64, taps: int = 3, tile: int = 16, pes: int = 4,
+          kind: str = "dense", entry: str = "W") -> Path:
+    """``y[i] += A[i][k] * x[i + k]``: a band matrix times a vector streamed along the
+    row of PEs, each PE's window overlapping its neighbour's by ``taps - 1``."""
+    (tmp_path / "band.lair").write_text(
+        f"let N = {n}, K = {taps}\n"
+        "lair band<T=float16>(N, K):\n  T A[N][K], T x[N + K - 1] -> T y[N]\n"
+        "{\n  all (i, k) in (N, K)\n    y[i] += A[i][k] * x[i + k]\n}\n")
+    source = "PE[-1, 0]" if entry == "W" else f"PE[{pes}, 0]"
+    (tmp_path / "band.map").write_text(
+        f"rectangle {{ PE[{pes}, 1] }}\n"
+        f"placement {{ band[i, k] -> PE[i//{tile}, 0] }}\n"
+        f"input  x {kind} {{ x[i = 0:{n + taps - 2}] -> [{source} -> index[i]] }}\n"
+        "input  A resident\noutput y resident\n")
+    return tmp_path / "band.lair"
+
+
+def test_a_band_matrix_keeps_its_stream_and_runs_one_box(tmp_path: Path) -> None:
+    path = _band(tmp_path)
+    c = compile_file(path)
+    assert c.tasks is not None and c.arrivals is not None and c.module is not None
+    assert c.tasks.buffered == ("x",)
+    (batch,) = c.arrivals.batches
+    assert batch.keep is not None and len(batch.keep.variants) > 1
+    compute = next(p for p in c.module.programs if p.name == "compute")
+    assert any(cfg.name == "simd_band_local" and cfg.variants == ((16, 3),)
+               for cfg in compute.configs)
+    for seed in (0, 1):
+        outcome = run_program(path, seed=seed)
+        assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_keeping_is_chosen_only_where_it_is_faster(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _band(tmp_path)
+    kept = run_program(path, seed=2)
+    monkeypatch.setattr(pipeline, "_slow_streams", lambda c: frozenset())
+    per_element = run_program(path, seed=2)
+    assert per_element.comparison.verified
+    assert kept.result.cycles * 2 < per_element.result.cycles
+
+
+@st.composite
+def bands(draw: st.DrawFn) -> dict[str, object]:
+    taps = draw(st.integers(2, 5))
+    tile = draw(st.integers(2, 20))
+    pes = draw(st.integers(1, 5))
+    n = draw(st.integers(tile * (pes - 1) + 1, tile * pes))
+    return dict(n=n, taps=taps, tile=tile, pes=pes, kind=draw(st.sampled_from(
+        ["dense", "sparse"])), entry=draw(st.sampled_from(["W", "E"])))
+
+
+@pytest.mark.long
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bands())
+def test_random_bands_compute_the_program(case: dict[str, object]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _band(Path(tmp), **case)  # type: ignore[arg-type]
+        outcome = run_program(path, seed=3)
+        assert outcome.comparison.verified and outcome.comparison.exact, case
