@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Literal
 
 import islpy as isl
 
@@ -126,14 +127,58 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     return BlockExchange((send_cfg, *configs), array, send, receive)
 
 
+def reduce_block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
+                          got: str, turns: TurnOrder, op: Literal["fadd", "fmax"]
+                          ) -> BlockExchange | None:
+    """Partial results summed by blocks: each sender streams its whole local array (one
+    SIMD ``out(c)``), each receiver adds the part of every block holding totals it keeps
+    (one SIMD ``fadd``/``fmax`` per block) into place. An element of a sender's array it
+    neither keeps nor writes still holds the reduction's neutral value (arrays start at
+    0, a ``max=`` target's at -inf), which leaves the totals it is added to as they are;
+    each total has one keeper, so a kept total sent along is added by nobody. None where
+    the parts are not boxes of one size, or the arrays are much larger than what their
+    PEs send (the indexed protocol then sends less)."""
+    if not ex.reduce:
+        return None
+    size = local.size
+    if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
+            max(size) > MAX_SIMD_SIZE:
+        return None
+    sends = poly.set_box_hull(poly.bind_pe(ex.produced))
+    if sends is None or prod(size) > WHOLE_ARRAY_FACTOR * max(1, prod(sends.size)):
+        return None
+    whole = poly.box_map(local.array.box).intersect_domain(ex.produced.domain())
+    land = f"land_{name}"
+    strides = row_major(size)
+    send_cfg = SimdConfig(f"out_{name}_send", "copy", (size,),
+                          SimdOperand("out", color=ex.color),
+                          (SimdOperand("array", local.name, strides),))
+    parts = _parts(ex, local, region, got, turns, size, land, name, sent=whole,
+                   keeps=ex.needed, op=op)
+    if parts is None:
+        return None
+    configs, receive = parts
+    return BlockExchange((send_cfg, *configs), Array(land, local.dtype, (prod(size),)),
+                         (Run(send_cfg.name, ((local.name, IConst(0)),)),), receive)
+
+
+WHOLE_ARRAY_FACTOR = 4  # a whole array sent, at most this many times what a PE sends
+
+
 def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: TurnOrder,
-           block: tuple[int, ...], land: str, name: str
+           block: tuple[int, ...], land: str, name: str, *, sent: isl.Map | None = None,
+           keeps: isl.Map | None = None, op: Literal["copy", "fadd", "fmax"] = "copy"
            ) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
     """Where a receiver keeps only part of the blocks (the elements inside its local
     array): per block, that part (a box, the intersection of two) copied by one SIMD
     instruction, or nothing. The sender of block ``j`` is the ``j``-th sender of the
     line (``turns``: row, column, or the region in row-major order) before the
-    receiver's own turn, the ``j + 1``-th from it on: one case each."""
+    receiver's own turn, the ``j + 1``-th from it on: one case each. ``sent`` (what
+    each sender sends, default the elements it holds), ``keeps`` (what each receiver
+    keeps of it, default what its array holds) and ``op`` (``fadd``/``fmax``: partial
+    results added into the totals) serve reducing exchanges."""
+    sent = ex.produced if sent is None else sent
+    kept_map = poly.box_map(local.array.box) if keeps is None else keeps
     row = ex.axis == "row"
     rj = isl.Space.create_from_names(CTX, set=["x", "y", "j"]).set_tuple_name(
         isl.dim_type.set, "RJ")
@@ -187,9 +232,9 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: Tu
         else:
             sender = to_receiver.set_at(0 if row else 1, sender_at.add(
                 const(turns.x0 if row else turns.y0)))
-        blocks = isl.Map.from_multi_aff(sender).intersect_domain(case).apply_range(ex.produced)
+        blocks = isl.Map.from_multi_aff(sender).intersect_domain(case).apply_range(sent)
         inside = isl.Map.from_multi_aff(to_receiver).intersect_domain(case).apply_range(
-            poly.box_map(local.array.box))
+            kept_map)
         blocks, inside = poly.align_params(blocks, inside)
         part = blocks.intersect(inside)
         context = case.bind(poly.multi_id(rj, names)).params()
@@ -214,10 +259,12 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: Tu
         where = kept.params()
         config = next((c for c in configs if c.variants == (rect.constant_size,)), None)
         if config is None:
+            srcs: tuple[SimdOperand, ...] = (SimdOperand("array", land, block_strides),)
+            if op != "copy":  # (totals += partial results)
+                srcs = (SimdOperand("array", local.name, strides), *srcs)
             config = SimdConfig(f"out_{name}_recv" + (f"_{len(configs)}" if configs else ""),
-                                "copy", (rect.constant_size,),
-                                SimdOperand("array", local.name, strides),
-                                (SimdOperand("array", land, block_strides),))
+                                op, (rect.constant_size,),
+                                SimdOperand("array", local.name, strides), srcs)
             configs.append(config)
         run = Run(config.name, ((local.name, pw_aff_expr(dst.intersect_domain(where), where)),
                                 (land, pw_aff_expr(src.intersect_domain(where), where))))

@@ -83,13 +83,15 @@ def _reads(s: Stmt) -> Iterator[str]:
             yield from _fexpr_reads(value)
             if index is not None:
                 yield from iexpr_names(index)
-        case Run(_, bases, scalar, variant):
+        case Run(_, bases, scalar, variant, length):
             for _, base in bases:
                 yield from iexpr_names(base)
             if scalar is not None:
                 yield from _fexpr_reads(scalar)
             if variant is not None:
                 yield from iexpr_names(variant)
+            if length is not None:
+                yield from iexpr_names(length)
 
 
 def _fexpr_reads(e: FExpr) -> Iterator[str]:

@@ -70,7 +70,8 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
         bases = [simplify(substitute(b, env)) for b in bases]
     base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
                    for b in bases)
-    select = costs().simd_variant_select + expr_ops(d.variant) if d.variant is not None else 0
+    chosen = d.length if d.by_length else d.variant
+    select = costs().simd_variant_select + expr_ops(chosen) if chosen is not None else 0
     per_run = (1 + len(d.more)) * (c.simd_startup + base_ops + select) + elements
     if d.outer is None:
         return per_run

@@ -465,7 +465,10 @@ class _Check:
             raise self.fail(f"{task_name}: its SIMD instruction's box misses instances "
                             f"({inner_a.subtract(box)})")
         if d.case == "enumerated":
-            self.simd_variant(task_name, d, inner_a)
+            if d.by_length:
+                self.simd_length(task_name, d, inner_a)
+            else:
+                self.simd_variant(task_name, d, inner_a)
             return
         runs_extra = box.intersect_params(inner_a.params()).subtract(inner_a)
         extra = d.extra_instances
@@ -506,6 +509,31 @@ class _Check:
         if not params.is_subset(covered):
             raise self.fail(f"{task_name}: its SIMD variant expression selects no variant "
                             f"for some invocations ({params.subtract(covered)})")
+
+    def simd_length(self, task_name: str, d: SimdDecision, inner: isl.Set) -> None:
+        """Where an instruction is cut to a run-time length, the length expression is the
+        extent of the instances' outermost dimension and the other dimensions have the
+        configuration's sizes (so the cut box holds them all and nothing else)."""
+        assert d.length is not None
+        params = inner.params()
+        try:
+            length = quasi_affine(d.length, [], params.get_space())
+        except ScanError as err:
+            raise self.fail(f"{task_name}: its SIMD length expression is not quasi-affine "
+                            f"({err})") from err
+        (sizes,) = d.variants
+        for dim, size in enumerate(sizes):
+            extent = inner.dim_max(dim).sub(inner.dim_min(dim)).add_constant_val(
+                isl.Val.int_from_si(CTX, 1))
+            want = length if dim == 0 else _constant(extent.get_domain_space(), size)
+            extent, want = poly.align_params(extent, want)
+            exact = extent.eq_set(want).intersect(
+                want.le_set(_constant(want.get_domain_space(), sizes[0])))
+            params_a, exact = poly.align_params(params, exact)
+            if not params_a.is_subset(exact):
+                raise self.fail(f"{task_name}: its SIMD length expression gives another "
+                                f"extent than the instances' in dimension {dim} "
+                                f"({params_a.subtract(exact)})")
 
     def simd_operand(self, task_name: str, pstmt: PolyStatement, d: SimdDecision,
                      inner: isl.Set, operand: Operand) -> None:

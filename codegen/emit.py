@@ -315,7 +315,8 @@ class _ComputeBuilder(Sharing, Gathering):
             if scalar_value is not None:
                 scalar = _value_expr(scalar_value, None, {}) if isinstance(
                     scalar_value, Const) else FValue()
-            runs.append(Run(name, tuple(bases.items()), scalar, d.variant))
+            runs.append(Run(name, tuple(bases.items()), scalar, d.variant,
+                            d.length if d.by_length else None))
         return tuple(runs)
 
     def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,

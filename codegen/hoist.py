@@ -190,10 +190,11 @@ class Hoister:
 
     def stmt(self, s: Stmt) -> Stmt:
         match s:
-            case Run(config, bases, scalar, variant):
+            case Run(config, bases, scalar, variant, length):
                 return Run(config, tuple((a, self.iexpr(b)) for a, b in bases),
                            None if scalar is None else self.fexpr(scalar),
-                           None if variant is None else self.iexpr(variant))
+                           None if variant is None else self.iexpr(variant),
+                           None if length is None else self.iexpr(length))
             case If(cond, then, orelse):
                 return If(self.cond(cond), self.block(then), self.block(orelse))
             case For(var, lo, hi, body):

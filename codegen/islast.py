@@ -446,10 +446,11 @@ def substitute_stmt(s: Stmt, env: dict[str, IExpr]) -> Stmt:
         case Send(color, value, index):
             return Send(color, substitute_fexpr(value, env),
                         None if index is None else substitute(index, env))
-        case Run(config, bases, scalar, variant):
+        case Run(config, bases, scalar, variant, length):
             return Run(config, tuple((a, substitute(b, env)) for a, b in bases),
                        None if scalar is None else substitute_fexpr(scalar, env),
-                       None if variant is None else substitute(variant, env))
+                       None if variant is None else substitute(variant, env),
+                       None if length is None else substitute(length, env))
     return s
 
 

@@ -162,6 +162,13 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         needed = max((configurations_per_pe(p) for p in module.programs), default=0)
         if needed <= max_configs:
             return module, decisions, arrivals
+        # First, size variants differing in their outermost dimension become one
+        # configuration cut to a run-time length: the same work, fewer configurations.
+        cuttable = [t for t, d in decisions.items()
+                    if d.used and d.length is not None and not d.by_length]
+        if cuttable:
+            decisions = {**decisions, **{t: decisions[t].cut_to_length() for t in cuttable}}
+            continue
         # What each remaining use of SIMD saves per configuration, by the cost model: give
         # up the least saving first, as many at once as the excess needs (one emission per
         # round, not one per task: a chain of 100 statements would emit 100 times).
@@ -186,7 +193,8 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                 f"{max_configs} a PE has, even with SIMD given up where it helps least; "
                 "compile with --no-simd", subject="placement")
         excess = needed - max_configs
-        for _, task, configs in sorted(options):
+        chosen = _least_loss(options, excess)
+        for _, task, configs in chosen:
             if ":" in task:  # a batch, the fills, or a tensor's outputs: emit again first
                 if excess == needed - max_configs:
                     if task.startswith("batch:"):
@@ -203,6 +211,32 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             excess -= configs
             if excess <= 0:
                 break
+
+
+MAX_EXACT_CHOICE = 12  # uses of SIMD weighed together; beyond, the greedy choice
+
+
+def _least_loss(options: list[tuple[float, str, int]], excess: int
+                ) -> list[tuple[float, str, int]]:
+    """Which uses of SIMD to give up (``(saving per configuration, name, configurations)``)
+    so that at least ``excess`` configurations are freed at the least predicted loss:
+    every combination of the few most worth considering, else the least saving per
+    configuration first. Those that must be emitted again come first."""
+    ordered = sorted(options)
+    if len(ordered) <= MAX_EXACT_CHOICE:
+        best: tuple[float, int, tuple[int, ...]] | None = None
+        for mask in range(1, 1 << len(ordered)):
+            picked = tuple(k for k in range(len(ordered)) if mask >> k & 1)
+            if sum(ordered[k][2] for k in picked) < excess:
+                continue
+            loss = sum(ordered[k][0] * ordered[k][2] for k in picked)
+            key = (loss, len(picked), picked)
+            if best is None or key < best:
+                best = key
+        if best is not None:
+            chosen = [ordered[k] for k in best[2]]
+            return sorted(chosen, key=lambda o: ":" not in o[1])
+    return ordered
 
 
 def _fill_saving(module: PeModule) -> tuple[int, float]:
@@ -257,7 +291,7 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
             tensor = next((t for t in by_length if rest.startswith(f"{t}_")), None)
             if tensor is None:
                 continue
-            tail = rest[len(tensor) + 1:]
+            tail = rest[len(tensor) + 1:].removeprefix("sum_")  # (partial results' exchange)
             n = max(prod(v) for v in c.variants)
             if tail.startswith(("send", "recv")):
                 group = f"exchange:{tensor}"

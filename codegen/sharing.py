@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from dtg.codegen.blocks import block_exchange
+from dtg.codegen.blocks import block_exchange, reduce_block_exchange
 from dtg.codegen.emitstate import EmitterState
 from dtg.codegen.islast import (
     aff_expr,
@@ -80,7 +80,10 @@ class Sharing(EmitterState):
             ]
         turns = turn_order(ex, self.region)
         block = None
-        if self._simd_out("exchange", ex.tensor):
+        if self._simd_out("exchange", ex.tensor) and ex.reduce:
+            block = reduce_block_exchange(ex, local, self.region, name=t, got=got, turns=turns,
+                                          op=self._reduction_op(ex.tensor))  # type: ignore[arg-type]
+        elif self._simd_out("exchange", ex.tensor):
             block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
             if block is None and not turns.every:  # blocks kept in part: every PE's turn
                 block = block_exchange(ex, local, self.region, name=t, got=got,

@@ -96,11 +96,27 @@ class SimdDecision:
     more: tuple[tuple[str, Operand, tuple[Operand, ...], Value | None], ...] = ()
     # predicted cycles per PE of the ways considered (codegen.cost), e.g. simd, scalar
     predicted: tuple[tuple[str, int], ...] = ()
+    # Enumerated sizes that differ in the outermost dimension only: that dimension's
+    # extent, for one configuration of the largest size cut to it at run time
+    # (``run ... length(e)``) where the variants do not fit the PE (``by_length``).
+    length: IExpr | None = None
+    by_length: bool = False
 
     @property
     def configs(self) -> int:
         """SIMD configurations this decision needs."""
         return len(self.variants) * (1 + len(self.more)) if self.used else 0
+
+    def cut_to_length(self) -> SimdDecision:
+        """One configuration of the largest size, its outermost dimension cut at run time
+        (where the variants do not fit the PE)."""
+        assert self.length is not None
+        largest = max(self.variants, key=lambda v: v[0])
+        return replace(self, variants=(largest,), variant=None, size_ids=None, by_length=True,
+                       reason=self.reason.replace(
+                           "one SIMD configuration per size, selected per invocation",
+                           "one SIMD configuration of the largest size, its outermost "
+                           "dimension cut to each invocation's extent"))
 
     def report(self) -> dict[str, object]:
         return {
@@ -507,10 +523,13 @@ def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape
         if isinstance(enumerated, str):
             failures.append(enumerated)
         else:
-            variants, variant, size_ids = enumerated
+            variants, variant, size_ids, length, over = enumerated
             result = build("enumerated", rect.minimum, variants[-1], None, (), variants, variant,
                            size_ids)
             if isinstance(result, SimdDecision):
+                result = replace(result, length=length)
+                if over and length is not None:
+                    return result.cut_to_length()
                 return result
             failures.append(result)
     return "; ".join(failures)
@@ -632,8 +651,11 @@ MAX_SIZE_IDS = 1 << 10  # size identifiers listed before their variants are coun
 
 def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: isl.Set
                ) -> tuple[tuple[tuple[int, ...], ...], IExpr,
-                          tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]] | str:
-    """Size enumeration (§5.4): the variants, the expression selecting one, and the ids."""
+                          tuple[tuple[tuple[int, ...], tuple[int, ...]], ...],
+                          IExpr | None, bool] | str:
+    """Size enumeration (§5.4): the variants, the expression selecting one, the ids,
+    where only the outermost dimension varies, its extent (a run-time length), and
+    whether some PE would need more variants than it has configurations."""
     try:
         enum = poly.enumerate_sizes(rect.sizes, index=index_like, limit=MAX_SIZE_IDS)
     except poly.TooManyPointsError:
@@ -655,17 +677,19 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
         ids.append((identifier, value))
     if not variants:
         return "no non-empty size to enumerate"
+    dims = [d for d in range(len(variants[0])) if len({v[d] for v in variants}) > 1]
+    over = False
     if len(variants) > MAX_SIMD_CONFIGS:
         # each PE sets up only the sizes it uses (codegen.configure)
         per_pe = poly.most_overlapping([
             enum.sizes.intersect(_point(enum.sizes.get_space(), v)).params()
             for v in variants])
-        if per_pe > MAX_SIMD_CONFIGS:
+        over = per_pe > MAX_SIMD_CONFIGS
+        if over and dims != [0]:
             return (f"{len(variants)} sizes, up to {per_pe} on one PE, more than the "
                     f"{MAX_SIMD_CONFIGS} configurations a PE has")
     # The variant of an invocation: the position of its size among the variants, computed
     # from the size expression (one dimension may vary; several are linearized).
-    dims = [d for d in range(len(variants[0])) if len({v[d] for v in variants}) > 1]
     if len(dims) != 1:
         return "sizes that vary in several dimensions cannot be selected yet"
     d = dims[0]
@@ -681,7 +705,9 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
         variant = IConst(len(ordered) - 1)
         for k in reversed(range(len(ordered) - 1)):
             variant = ISel(Cmp("==", extent, IConst(ordered[k][d])), IConst(k), variant)
-    return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d]))
+    length = normalize(IBin("+", IBin("-", hi, lo), IConst(1))) if d == 0 else None
+    return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d])), length, over
+
 
 
 def _point(space: isl.Space, values: tuple[int, ...]) -> isl.Set:

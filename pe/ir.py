@@ -195,12 +195,16 @@ class Activate:
 @dataclass(frozen=True)
 class Run:
     """Invoke a SIMD configuration: base offsets of its array operands, an optional scalar,
-    and for a configuration with several size variants, the variant to select."""
+    for a configuration with several size variants, the variant to select, and
+    optionally a ``length``: the instruction covers only the first ``length`` values of
+    its outermost dimension (a DSD length set at run time, as CSL's
+    ``@set_dsd_length``), from 1 to the variant's size."""
 
     config: str
     bases: tuple[tuple[str, IExpr], ...]
     scalar: FExpr | None = None
     variant: IExpr | None = None
+    length: IExpr | None = None
 
 
 Stmt = Store | SetInt | For | If | Send | SendEnd | Activate | Run
@@ -395,9 +399,9 @@ def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...
                 return Store(renamed, op, fexpr(value))
             case Send(color, value, index):
                 return Send(color, fexpr(value), index)
-            case Run(config, bases, scalar, variant):
+            case Run(config, bases, scalar, variant, length):
                 return Run(config, tuple((new if a == old else a, b) for a, b in bases),
-                           None if scalar is None else fexpr(scalar), variant)
+                           None if scalar is None else fexpr(scalar), variant, length)
             case If(cond, then, orelse):
                 return If(cond, rename_array(then, old, new), rename_array(orelse, old, new))
             case For(var, lo, hi, body):

@@ -547,10 +547,13 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
         return self._stmt(Activate(str(children[0])), meta)
 
     def run_stmt(self, meta: Any, children: list[Any]) -> Stmt:
-        name, variant, bases, scalar = children
-        return self._stmt(Run(str(name), bases, scalar, variant), meta)
+        name, variant, length, bases, scalar = children
+        return self._stmt(Run(str(name), bases, scalar, variant, length), meta)
 
     def variant(self, meta: Any, children: list[IExpr]) -> IExpr:
+        return children[0]
+
+    def length(self, meta: Any, children: list[IExpr]) -> IExpr:
         return children[0]
 
     def bases(self, meta: Any, children: list[Any]) -> tuple[tuple[str, IExpr], ...]:

@@ -144,10 +144,12 @@ def stmt(s: Stmt, indent: str = "") -> list[str]:
             return [f"{indent}send_end({color});"]
         case Activate(task):
             return [f"{indent}activate {task};"]
-        case Run(config, bases, scalar, variant):
+        case Run(config, bases, scalar, variant, length):
             text = f"run {config}"
             if variant is not None:
                 text += f" variant({iexpr(variant)})"
+            if length is not None:
+                text += f" length({iexpr(length)})"
             text += " {" + ", ".join(f"{a}: {iexpr(b)}" for a, b in bases) + "}"
             if scalar is not None:
                 text += f" ({fexpr(scalar)})"

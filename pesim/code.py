@@ -110,6 +110,7 @@ class SimdInfo:
     width: int
     fabric: bool
     variants: dict[int, Variant] = field(default_factory=dict)
+    cut: dict[tuple[int, int], Variant] = field(default_factory=dict)  # (variant, length)
 
     @property
     def reads_its_destination(self) -> bool:
@@ -123,35 +124,50 @@ class SimdInfo:
     def operands(self) -> tuple[SimdOperand, ...]:
         return (self.config.dst, *self.config.srcs)
 
-    def variant(self, v: int, limit_ops: int) -> Variant:
+    def variant(self, v: int, limit_ops: int, length: int | None = None) -> Variant:
+        """Variant ``v``, its outermost dimension cut to ``length`` when given (the
+        elements of the first ``length`` values of it: a prefix in domain order)."""
         found = self.variants.get(v)
-        if found is not None:
+        if found is None:
+            sizes = self.config.variants[v]
+            ops = math.prod(sizes)
+            if ops > limit_ops:
+                raise SimulationError(f"simd {self.config.name} {list(sizes)} has {ops} "
+                                      f"elements, more than the {limit_ops} this simulator "
+                                      "handles in one instruction")
+            offsets: dict[int, np.ndarray] = {}
+            for k, o in enumerate(self.operands):
+                if o.kind != "array":
+                    continue
+                offs = np.zeros(1, dtype=np.int64)
+                for n, stride in zip(sizes, o.strides, strict=True):
+                    offs = (offs[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]
+                            ).ravel()
+                offsets[k] = offs
+            found = _variant(sizes, offsets)
+            self.variants[v] = found
+        if length is None or length == found.sizes[0]:
             return found
-        sizes = self.config.variants[v]
-        ops = math.prod(sizes)
-        if ops > limit_ops:
-            raise SimulationError(f"simd {self.config.name} {list(sizes)} has {ops} elements, "
-                                  f"more than the {limit_ops} this simulator handles in one "
-                                  "instruction")
-        offsets: dict[int, np.ndarray] = {}
-        for k, o in enumerate(self.operands):
-            if o.kind != "array":
-                continue
-            offs = np.zeros(1, dtype=np.int64)
-            for n, stride in zip(sizes, o.strides, strict=True):
-                offs = (offs[:, None] + stride * np.arange(n, dtype=np.int64)[None, :]).ravel()
-            offsets[k] = offs
-        low = {k: int(v.min()) for k, v in offsets.items()}
-        high = {k: int(v.max()) for k, v in offsets.items()}
-        unique = 0 not in offsets or np.unique(offsets[0]).size == ops
-        steps = {}
-        for k, offs in offsets.items():
-            step = int(offs[1] - offs[0]) if ops > 1 else 1
-            if step > 0 and (ops == 1 or np.array_equal(np.diff(offs), np.full(ops - 1, step))):
-                steps[k] = step
-        found = Variant(sizes, ops, offsets, low, high, unique, steps)
-        self.variants[v] = found
-        return found
+        cut = self.cut.get((v, length))
+        if cut is None:
+            sizes = (length, *found.sizes[1:])
+            ops = math.prod(sizes)
+            cut = _variant(sizes, {k: o[:ops] for k, o in found.offsets.items()})
+            self.cut[(v, length)] = cut
+        return cut
+
+
+def _variant(sizes: tuple[int, ...], offsets: dict[int, np.ndarray]) -> Variant:
+    ops = math.prod(sizes)
+    low = {k: int(v.min()) for k, v in offsets.items()}
+    high = {k: int(v.max()) for k, v in offsets.items()}
+    unique = 0 not in offsets or np.unique(offsets[0]).size == ops
+    steps = {}
+    for k, offs in offsets.items():
+        step = int(offs[1] - offs[0]) if ops > 1 else 1
+        if step > 0 and (ops == 1 or np.array_equal(np.diff(offs), np.full(ops - 1, step))):
+            steps[k] = step
+    return Variant(sizes, ops, offsets, low, high, unique, steps)
 
 
 def compute_dtype(config: SimdConfig, arrays: dict[str, Array]) -> str:
@@ -413,13 +429,16 @@ class ProgramCode:
     def run(self, s: Run) -> Code:
         info = self.simd[s.config]
         variant = compile_iexpr(s.variant) if s.variant is not None else None
+        length = compile_iexpr(s.length) if s.length is not None else None
         bases = dict((name, compile_iexpr(e)) for name, e in s.bases)
         op_cost = sum(iexpr_ops(e) for _, e in s.bases)
-        if s.variant is not None:
-            op_cost += iexpr_ops(s.variant)
+        for chosen in (s.variant, s.length):
+            if chosen is not None:
+                op_cost += iexpr_ops(chosen)
         cost = self.config.scalar_op * op_cost
-        if s.variant is not None:
-            cost += self.config.simd_variant_select
+        for chosen in (s.variant, s.length):
+            if chosen is not None:
+                cost += self.config.simd_variant_select
         dtype = NUMPY[info.dtype]
         scalar: ValueFn | None = None
         scalar_gen: GenFn | None = None
@@ -431,7 +450,7 @@ class ProgramCode:
                 cost += scalar_cost
         name = s.config
 
-        def prepare(core: Core) -> tuple[int, dict[str, int]]:
+        def prepare(core: Core) -> tuple[int, dict[str, int], int | None]:
             env = core.env
             v = variant(env) if variant is not None else 0
             if not 0 <= v < len(info.config.variants):
@@ -440,13 +459,18 @@ class ProgramCode:
             if core.configured is not None and (name, v) not in core.configured:
                 raise core.error(f"run {name} selects variant {v}, which this PE did not set "
                                  "up (its guard does not hold here)")
-            return v, {a: f(env) for a, f in bases.items()}
+            n = length(env) if length is not None else None
+            if n is not None and not 1 <= n <= info.config.variants[v][0]:
+                raise core.error(f"run {name} sets length {n}; simd {name} "
+                                 f"{list(info.config.variants[v])} takes a length from 1 to "
+                                 f"{info.config.variants[v][0]}")
+            return v, {a: f(env) for a, f in bases.items()}, n
 
         if not info.fabric and scalar_gen is None:
             def run(core: Core) -> None:
                 core.charge(cost)
-                v, b = prepare(core)
-                core.simd(info, v, b, scalar(core) if scalar is not None else None)
+                v, b, n = prepare(core)
+                core.simd(info, v, b, scalar(core) if scalar is not None else None, n)
             return Code(run, None)
 
         def run_gen(core: Core) -> Gen:
@@ -454,13 +478,13 @@ class ProgramCode:
             if scalar_gen is not None:
                 sv = yield from scalar_gen(core)
             core.charge(cost)
-            v, b = prepare(core)
+            v, b, n = prepare(core)
             if scalar is not None:
                 sv = scalar(core)
             if info.fabric:
-                yield from core.simd_fabric(info, v, b, sv)
+                yield from core.simd_fabric(info, v, b, sv, n)
             else:
-                core.simd(info, v, b, sv)
+                core.simd(info, v, b, sv, n)
         return Code(None, run_gen)
 
     # ---------------------------------------------------------------- expressions

@@ -390,9 +390,10 @@ class Core:
 
     # --------------------------------------------------------------------- SIMD
 
-    def simd(self, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any) -> None:
-        run_simd(self, info, v, bases, scalar)
+    def simd(self, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any,
+             length: int | None = None) -> None:
+        run_simd(self, info, v, bases, scalar, length)
 
-    def simd_fabric(self, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any
-                    ) -> Gen:
-        yield from run_simd_fabric(self, info, v, bases, scalar)
+    def simd_fabric(self, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any,
+                    length: int | None = None) -> Gen:
+        yield from run_simd_fabric(self, info, v, bases, scalar, length)

@@ -30,11 +30,11 @@ def ins_ops(info: SimdInfo) -> list[tuple[int, Any]]:
     return [(k, o) for k, o in enumerate(info.operands) if o.kind == "in"]
 
 
-def simd_check(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int]
-               ) -> tuple[Variant, int]:
-    """The variant and cost of an instruction, its operands checked to lie within their
-    arrays (and the cycle limit not to be passed)."""
-    var = info.variant(v, MAX_SIMD_ELEMENTS)
+def simd_check(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int],
+               length: int | None = None) -> tuple[Variant, int]:
+    """The variant (cut to ``length``) and cost of an instruction, its operands checked to
+    lie within their arrays (and the cycle limit not to be passed)."""
+    var = info.variant(v, MAX_SIMD_ELEMENTS, length)
     cost = core.config.simd_startup + -(-var.ops // info.width)
     if core.clock + cost > core.limit:
         core.clock += cost
@@ -60,10 +60,11 @@ def simd_index(info: SimdInfo, var: Variant, bases: Mapping[str, int]
     return {k: var.offsets[k] + bases[o.array]  # type: ignore[index]
             for k, o in enumerate(info.operands) if o.kind == "array"}
 
-def run_simd(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any) -> None:
+def run_simd(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any,
+             length: int | None = None) -> None:
     """A SIMD instruction on local memory: one step of the clock, numpy for the work
     (operands as strided views where their elements are evenly spaced)."""
-    var, cost = simd_check(core, info, v, bases)
+    var, cost = simd_check(core, info, v, bases, length)
     if core.trace is not None:
         core.trace.span(core.pe, f"simd {info.config.name}", "simd", core.clock,
                         core.clock + cost, {"ops": var.ops})
@@ -179,14 +180,14 @@ def simd_sequential(core: Core, info: SimdInfo, var: Variant, index: dict[int, n
         d = dtype(dst[index[0][e]]) if info.config.op == "fmac" else None
         dst[index[0][e]] = fn(d, a, b)
 
-def run_simd_fabric(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any
-                ) -> Gen:
+def run_simd_fabric(core: Core, info: SimdInfo, v: int, bases: Mapping[str, int], scalar: Any,
+                    length: int | None = None) -> Gen:
     """A SIMD instruction with fabric operands: element ``k`` is computed in cycle
     ``start + startup + k // width`` at the earliest, and not before its ``in(c)``
     wavelets arrived; ``out(c)`` results enter the router in that cycle. An
     ``out(c, index)`` result carries its innermost coordinate as the index; with
     ``end``, an end mark follows each innermost row, taking the next cycle's slot."""
-    var, cost = simd_check(core, info, v, bases)
+    var, cost = simd_check(core, info, v, bases, length)
     index = simd_index(info, var, bases)
     config = info.config
     out = core.ramp(config.dst.color) if config.dst.kind == "out" else None  # type: ignore[arg-type]

@@ -616,6 +616,8 @@ class _Verifier:
                             f"select one with run {c.name} variant(e) {{...}}", *key)
         if s.variant is not None:
             self.iexpr(s.variant, scope, where, *key)
+        if s.length is not None:
+            self.iexpr(s.length, scope, where, *key)
 
     def load(self, p: PeProgram, t: Task, ref: Load, scope: set[str], key: tuple[str, ...]
              ) -> None:

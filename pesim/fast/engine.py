@@ -381,9 +381,16 @@ def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> Simulatio
                               f"variants 0..{len(cfg.variants) - 1}")
         return core.error(f"run {cfg.name} selects variant {v}, which this PE did not set up "
                           "(its guard does not hold here)")
+    if code == E.E_LENGTH_RANGE:
+        cfg = configs[int(err[2])]
+        sizes = list(cfg.variants[int(err[3]) - int(tables.configs[int(err[2]), 4])])
+        return core.error(f"run {cfg.name} sets length {int(err[4])}; simd {cfg.name} {sizes} "
+                          f"takes a length from 1 to {sizes[0]}")
     if code == E.E_SIMD_BOUNDS:
         cfg = configs[int(err[2])]
         sizes = list(cfg.variants[int(err[3]) - int(tables.configs[int(err[2]), 4])])
+        if int(err[7]) > 0:  # (cut to a length)
+            sizes[0] = int(err[7])
         row = int(err[5])
         prog = int(state.core[c, PROGRAM])
         name = tables.info[prog].arrays[row - int(tables.programs[prog, 2])]

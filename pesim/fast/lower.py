@@ -161,10 +161,11 @@ class Tables:
     # variant row, number of variants, operand kinds (3), operand arrays (3), operand
     # colors (3), out indexed, out ends, flops per element, operand queue or ramp slots (3)
     configs: np.ndarray
-    # per variant: ops, innermost size, offsets start (3 operands), low (3), high (3)
+    # per variant: ops, innermost size, offsets start (3 operands), low (3), high (3),
+    # outermost size, number of dimensions
     variants: np.ndarray
     offsets: np.ndarray  # element offsets of the variants' array operands
-    # RUN bases: rows of (expression of the base of operand 0, 1, 2)
+    # RUN bases: rows of (expression of the base of operand 0, 1, 2; of the length)
     bases: np.ndarray
     info: tuple[ProgramInfo, ...]
 
@@ -344,8 +345,9 @@ class _Program:
         config = next(c for c in self.p.configs if c.name == s.config)
         op = self.config.scalar_op
         cost = op * sum(iexpr_ops(e) for _, e in s.bases)
-        if s.variant is not None:
-            cost += op * iexpr_ops(s.variant) + self.config.simd_variant_select
+        for chosen in (s.variant, s.length):
+            if chosen is not None:
+                cost += op * iexpr_ops(chosen) + self.config.simd_variant_select
         dtype = compute_dtype(config, {a.name: a for a in self.p.arrays})
         scalar = NO  # no scalar
         if s.scalar is not None:
@@ -362,6 +364,7 @@ class _Program:
         for o in (config.dst, *config.srcs, None, None)[:3]:
             array = o.array if o is not None and o.kind == "array" else None
             row.append(self.m.iexpr(bases[array], self) if array is not None else NO)
+        row.append(self.m.iexpr(s.length, self) if s.length is not None else NO)
         self.m.bases.append(row)
         variant = self.m.iexpr(s.variant, self) if s.variant is not None else NO
         self.emit(RUN, self.config_row[s.config], variant, len(self.m.bases) - 1, scalar)
@@ -604,6 +607,7 @@ class _Module:
         if ops > MAX_SIMD_ELEMENTS:  # (the simpy engine reports it when it runs)
             raise Unsupported(f"a SIMD variant of {ops} elements")
         row = [ops, sizes[-1] if sizes else 1]
+        outer = [sizes[0] if sizes else 1, len(sizes)]
         starts, lows, highs = [], [], []
         for k in range(3):
             o = operands[k] if k < len(operands) else None
@@ -620,7 +624,7 @@ class _Module:
             self.offset_count += offs.size
             lows.append(int(offs.min()))
             highs.append(int(offs.max()))
-        self.variants.append(row + starts + lows + highs)
+        self.variants.append(row + starts + lows + highs + outer)
 
 
 def lower_module(module: PeModule, config: FabricConfig) -> Tables:
@@ -644,8 +648,8 @@ def lower_module(module: PeModule, config: FabricConfig) -> Tables:
         consts=np.array(m.consts, dtype=np.float64), addresses=table(m.addresses, 2 + MAX_RANK),
         tasks=table(m.tasks, 9), arrays=table(m.arrays, 3 + MAX_RANK),
         programs=table(m.programs, 8), queues=table(m.queues, 4), configs=table(m.configs, 21),
-        variants=table(m.variants, 11), offsets=offsets.astype(np.int64),
-        bases=table(m.bases, 3), info=tuple(info))
+        variants=table(m.variants, 13), offsets=offsets.astype(np.int64),
+        bases=table(m.bases, 4), info=tuple(info))
 
 
 def listing(tables: Tables) -> str:

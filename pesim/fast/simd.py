@@ -8,6 +8,7 @@ import numpy as np
 
 from dtg.pesim.fast import f16
 from dtg.pesim.fast.errors import (
+    E_LENGTH_RANGE,
     E_SIMD_BOUNDS,
     E_VARIANT_RANGE,
     E_VARIANT_UNSET,
@@ -42,9 +43,11 @@ from dtg.pesim.fast.layout import (
     S_COST,
     S_E,
     S_FIRST,
+    S_INNER,
     S_K,
     S_LAST,
     S_MARKS,
+    S_OPS,
     S_SCALAR,
     S_VARIANT,
     SIMD_FLOPS,
@@ -108,6 +111,23 @@ def _prepare(p: Program, s: State, c: int, config: int, variant_expr: int, bases
         s.error[2] = config
         s.error[3] = v
         raise FastError()
+    ops, inner = p.variants[row, 0], p.variants[row, 1]
+    x = p.bases[bases, 3]
+    if x != NONE:  # the outermost dimension cut to a length
+        n = ieval(p, s, env, x, istack)
+        outer = p.variants[row, 11]
+        if not 1 <= n <= outer:
+            s.error[0] = E_LENGTH_RANGE
+            s.error[1] = c
+            s.error[2] = config
+            s.error[3] = row
+            s.error[4] = n
+            raise FastError()
+        ops = n * (ops // outer)
+        if p.variants[row, 12] == 1:
+            inner = n
+    s.core[c, S_OPS] = ops
+    s.core[c, S_INNER] = inner
     for k in range(3):
         x = p.bases[bases, k]
         s.core[c, S_BASE0 + k] = ieval(p, s, env, x, istack) if x != NONE else 0
@@ -117,7 +137,7 @@ def _prepare(p: Program, s: State, c: int, config: int, variant_expr: int, bases
 @internal
 def _check(p: Program, s: State, c: int, config: int, row: int) -> int:
     """simd_unit.simd_check: the cost; every array operand within its array."""
-    ops = p.variants[row, 0]
+    ops = s.core[c, S_OPS]
     width = p.configs[config, 2]
     cost = s.settings[F_STARTUP] + -(-ops // width)
     if s.core[c, CLOCK] + cost > s.settings[F_LIMIT]:
@@ -143,6 +163,8 @@ def _check(p: Program, s: State, c: int, config: int, row: int) -> int:
                     s.error[4] = base
                     s.error[5] = array_row
                     s.error[6] = flat
+                    full = p.variants[row, 0]
+                    s.error[7] = ops // (full // p.variants[row, 11]) if ops != full else 0
                     raise FastError()
     return cost
 
@@ -180,7 +202,7 @@ def _simd_memory(p: Program, s: State, c: int, config: int, row: int, scalar: fl
     whole-array form computes too where no element reads another's result, and what
     the simulator does where one does)."""
     cost = _check(p, s, c, config, row)
-    ops = p.variants[row, 0]
+    ops = s.core[c, S_OPS]
     if s.g[G_TRACING]:
         record(s, R_SIMD, c, config, s.core[c, CLOCK], s.core[c, CLOCK] + cost, ops)
     s.core[c, CLOCK] += cost
@@ -273,7 +295,7 @@ def _simd_fabric(p: Program, s: State, c: int) -> bool:
     sent, 5 a row's end mark sent, 6 the element done."""
     config, row = s.core[c, S_CONFIG], s.core[c, S_VARIANT]
     op, dtype, width = p.configs[config, 0], p.configs[config, 1], p.configs[config, 2]
-    ops, inner = p.variants[row, 0], p.variants[row, 1]
+    ops, inner = s.core[c, S_OPS], s.core[c, S_INNER]
     indexed, ends = p.configs[config, 15], p.configs[config, 16]
     dst_kind = p.configs[config, 6]
     now = s.g[G_NOW]

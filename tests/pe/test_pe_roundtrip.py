@@ -84,6 +84,7 @@ def every_construct() -> PeModule:
         Activate("later"),
         Run("mac", (("acc", IConst(0)), ("w", n)), FValue(), IBin("%", n, IConst(2))),
         Run("chain", (("acc", IConst(0)),)),
+        Run("mac", (("acc", n), ("w", IConst(0))), FValue(), IConst(1), IBin("+", n, IConst(1))),
         Run("zero", (("acc", IConst(0)),), FConst(0.0)),
     )
     configs = (

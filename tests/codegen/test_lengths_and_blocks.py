@@ -1,0 +1,84 @@
+"""Skewed placements (issue 27): a run-time SIMD length where size variants do not fit
+the PE, partial results summed by blocks, and the configuration budget spent where it
+saves the most."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+from dtg.codegen.dataflow import DataFlowError, check_data_flow
+from dtg.codegen.driver import compile_file
+from dtg.codegen.pipeline import _least_loss
+from dtg.pe.ir import IBin, IConst
+from dtg.pe.printer import module as print_module
+from dtg.pesim.run import run_program
+
+SKEWED_GEMV = ROOT / "benchmarks" / "kernels" / "skewed_gemv.lair"
+SKEWED_SUM = EXAMPLES / "movement" / "skewed_sum.lair"
+
+
+def test_sixteen_row_lengths_are_one_configuration_cut_at_run_time() -> None:
+    """``PE[(i + j)//16, 0]``: a PE's rows of W have 1 to 16 elements, 16 sizes, more
+    than a PE's 8 configurations: one of 16 elements, cut to each row's length."""
+    c = compile_file(SKEWED_GEMV)
+    assert c.decisions is not None and c.module is not None
+    d = c.decisions["mv_local"]
+    assert d.used and d.by_length and d.variants == ((16,),) and d.length is not None
+    assert "cut to each invocation's extent" in d.reason
+    assert "length(" in print_module(c.module)
+    for engine in ("simpy", "fast"):
+        outcome = run_program(SKEWED_GEMV, seed=1, engine=engine)
+        assert outcome.result.engine == engine
+        assert outcome.comparison.verified and outcome.comparison.exact
+    scalar = run_program(SKEWED_GEMV, seed=1, simd=False)
+    assert outcome.result.cycles * 3 < scalar.result.cycles
+
+
+def test_a_wrong_length_is_caught_by_the_data_flow_check() -> None:
+    c = compile_file(SKEWED_GEMV)
+    assert c.tasks is not None and c.memory is not None and c.decisions is not None
+    d = c.decisions["mv_local"]
+    assert d.length is not None
+    longer = replace(d, length=IBin("+", d.length, IConst(1)))
+    with pytest.raises(DataFlowError, match="its SIMD length expression gives another extent"):
+        check_data_flow(c.tasks, c.memory, {**c.decisions, "mv_local": longer})
+
+
+def test_partial_sums_meet_by_blocks() -> None:
+    """Every writer but the least sends its whole local array by one SIMD instruction;
+    each keeper adds the part it keeps (the neutral 0 elsewhere) by another."""
+    for path in (SKEWED_GEMV, SKEWED_SUM):
+        c = compile_file(path)
+        assert c.module is not None
+        text = print_module(c.module)
+        assert "out(0) = y_local[i0]" in text
+        assert "y_local[i0] = y_local[i0] + land_y_sum[i0]" in text
+        assert "send(0, y_local" not in text  # (no indexed sends)
+        outcome = run_program(path, seed=2)
+        assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_variants_become_a_length_before_simd_is_given_up() -> None:
+    """skewed_sum's 8 row sizes fit a PE alone, not with the exchange's 2 block
+    configurations: the 8 variants become one configuration cut at run time."""
+    c = compile_file(SKEWED_SUM)
+    assert c.decisions is not None
+    d = c.decisions["n_local"]
+    assert d.used and d.by_length
+    per_wavelet = compile_file(SKEWED_SUM, arrival="per-wavelet")
+    assert per_wavelet.decisions is not None and per_wavelet.decisions["n_local"].used
+
+
+@pytest.mark.parametrize(("options", "excess", "expected"), [
+    # 8 configurations saving 500 each against 2 saving 100 each: give up the 2
+    ([(500.0, "n_local", 8), (100.0, "exchange:y", 2)], 2, ["exchange:y"]),
+    # the greedy order (least per configuration first) would give up both
+    ([(10.0, "a", 1), (20.0, "b", 3)], 3, ["b"]),
+    ([(10.0, "a", 1), (20.0, "b", 3), (5.0, "c", 2)], 3, ["a", "c"]),
+])
+def test_the_configurations_given_up_lose_the_least(
+        options: list[tuple[float, str, int]], excess: int, expected: list[str]) -> None:
+    assert sorted(name for _, name, _ in _least_loss(options, excess)) == expected
