@@ -84,9 +84,11 @@ def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
     """One invocation of scalar loops over ``instances`` (``count`` times as many):
     per instance a loop iteration, the loads with their address arithmetic, the
     operations and the store; per innermost loop its set-up."""
-    volume = box_volume(instances) * count
     store = 1 if stmt.op == "=" else 3
     body = store + _address(len(stmt.target.index)) + _value_ops(stmt.value, stmt, trigger)
+    if count == 1 and isl.Map.from_range(instances).is_single_valued():
+        return body  # (one instance per invocation: no loop)
+    volume = box_volume(instances) * count
     inner = _innermost_extent(instances)
     loops = max(1, volume // max(1, inner))
     return volume * (costs().for_iteration + body) + loops * costs().for_setup

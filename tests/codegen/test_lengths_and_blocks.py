@@ -4,14 +4,19 @@ saves the most."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dtg.codegen.dataflow import DataFlowError, check_data_flow
 from dtg.codegen.driver import compile_file
 from dtg.codegen.pipeline import _least_loss
+from dtg.errors import DtgError
 from dtg.pe.ir import IBin, IConst
 from dtg.pe.printer import module as print_module
 from dtg.pesim.run import run_program
@@ -82,3 +87,38 @@ def test_variants_become_a_length_before_simd_is_given_up() -> None:
 def test_the_configurations_given_up_lose_the_least(
         options: list[tuple[float, str, int]], excess: int, expected: list[str]) -> None:
     assert sorted(name for _, name, _ in _least_loss(options, excess)) == expected
+
+
+@st.composite
+def skewed(draw: st.DrawFn) -> dict[str, object]:
+    return dict(m=draw(st.integers(4, 24)), n=draw(st.integers(4, 24)),
+                a=draw(st.integers(1, 2)), b=draw(st.integers(1, 2)),
+                tile=draw(st.integers(3, 12)), pes=draw(st.integers(2, 5)),
+                op=draw(st.sampled_from(["+=", "max="])), dtype=draw(st.sampled_from(
+                    ["float16", "float32"])))
+
+
+@pytest.mark.long
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(skewed())
+def test_random_skewed_placements_compute_the_program(case: dict[str, object]) -> None:
+    """``y[i] op W[i][j] * x[j]`` placed by ``(a i + b j) // tile`` (wrapped onto the
+    PEs): rows of many lengths and partial results meeting on several PEs."""
+    m, n, a, b, tile, pes = (int(case[k]) for k in ("m", "n", "a", "b", "tile", "pes"))
+    span = (a * (m - 1) + b * (n - 1)) // tile + 1  # (PEs along the diagonal bands)
+    wrap = f" mod {pes}" if span > 8 else ""
+    pes = pes if wrap else span
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.lair"
+        path.write_text(f"lair s<T={case['dtype']}>(): T W[{m}][{n}], T x[{n}] -> T y[{m}]\n"
+                        f"{{ all (i, j) in ({m}, {n}) y[i] {case['op']} W[i][j] * x[j] }}\n")
+        path.with_suffix(".map").write_text(
+            f"rectangle {{ PE[{pes}, 1] }}\n"
+            f"placement {{ s[i, j] -> PE[(({a}*i + {b}*j)//{tile}){wrap}, 0] }}\n"
+            "input x resident\ninput W resident\noutput y resident\n")
+        try:
+            outcome = run_program(path, seed=4)
+        except DtgError as err:  # a located rejection is fine; a wrong result is not
+            assert err.loc is not None, err
+            return
+        assert outcome.comparison.verified and outcome.comparison.exact, case
