@@ -30,6 +30,7 @@ from dtg.codegen.adapters import adapter_window
 from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
 from dtg.codegen.hoist import per_arrival_cond_ops
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr
+from dtg.codegen.keeping import keep_cycles
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
@@ -200,7 +201,9 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
             share = _trigger_share(flow, t, varying)
             pw_cost += run if share is None else ceil(run * share[0]) + share[1]
     if pw_cost is not None and flow.tensor in tg.buffered:
-        pw_cost += KEEP_PER_WAVELET + (flow.kind == "sparse")
+        local = memory.of(flow.tensor)
+        pw_cost += KEEP_PER_WAVELET + (flow.kind == "sparse") if local is None else \
+            keep_cycles(flow, local, tg.compute.context(), varying)
     every = None if pw_cost is None or length is None else length * max(1, pw_cost)
     groups = _groups(flow)
     period = 1 if flow.adapter is None or (enabled and adapter_window(flow) is not None) \

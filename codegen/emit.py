@@ -27,6 +27,7 @@ from dtg.codegen.islast import (
     substitute,
     substitute_stmts,
 )
+from dtg.codegen.keeping import keep_element
 from dtg.codegen.licm import hoist_loop_invariants
 from dtg.codegen.routes import tree_routes
 from dtg.codegen.sharing import Sharing, exchange_name
@@ -464,25 +465,7 @@ class _ComputeBuilder(Sharing, Gathering):
         local = self.memory.of(flow.tensor)
         if local is None:
             raise CompilerBug(f"'{flow.tensor}' is kept in memory but has no local array")
-        reaching = poly.bind_pe(flow.reaching().reverse())
-        order = flow.order.reverse()
-        with_index = order.bind_domain(poly.multi_id(order.get_space().domain(),
-                                                     poly.index_names(flow.index_dims)))
-        needed = poly.bind_pe(local.array.per_pe)
-        arriving, with_index = poly.align_params(reaching, with_index)
-        arriving = arriving.intersect(with_index)
-        arriving, needed = poly.align_params(arriving, needed)
-        kept = arriving.intersect(needed)
-        if kept.is_empty():  # (a part of a stream no PE reads)
-            return []
-        context = flow.arrival_context()
-        where = condition_of(kept.params(), context)
-        element = kept.as_pw_multi_aff()
-        offset = local.offset_aff()
-        index = tuple(simplify(IBin("-", pw_aff_expr(element.get_pw_aff(d), context),
-                                     aff_expr(offset.get_at(d), self.region.context())))
-                      for d in range(offset.dim(isl.dim_type.out)))
-        return list(guarded(where, [Store(Load(local.name, index), "=", FValue())]))
+        return keep_element(flow, local, self.region.context())
 
     def _outer_index(self, flow: InputFlow, context: isl.Set) -> dict[str, IExpr]:
         """Outer index values from the count of end marks (lexicographic group order)."""
@@ -601,3 +584,4 @@ def _simd_operand(o: Operand) -> SimdOperand:
     if o.kind == "scalar":
         return SimdOperand("scalar")
     return SimdOperand("array", o.array, o.strides)
+

@@ -357,10 +357,6 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
                              arrival=arrival, fabric=fabric, keep=slow)
     except CodegenError:
         return compiled
-    assert kept.arrivals is not None and kept.tasks is not None
-    batched = {b.flow for b in kept.arrivals.batches}
-    if any(f.tensor in slow and f.name not in batched for f in kept.tasks.inputs):
-        return compiled  # (stored one wavelet at a time: no gain the model can promise)
     mine, theirs = _stream_work(compiled, slow), _stream_work(kept, slow)
     if mine is None or theirs is None or theirs > KEEP_GAIN * mine:
         return compiled
