@@ -33,7 +33,7 @@ def drop_unread_ints(program: PeProgram) -> PeProgram:
     tasks left with nothing to do (an end mark no task handles is discarded on arrival,
     or closes a batch: no dispatch)."""
     while True:
-        read = {n for task in program.tasks for s in task.body for n in _reads(s)}
+        read = {n for task in program.tasks for s in task.body for n in reads(s)}
         dead = {v.name for v in program.ints} - read
         if not dead:
             return replace(program, tasks=tuple(
@@ -63,19 +63,19 @@ def _without(body: tuple[Stmt, ...], dead: set[str]) -> tuple[Stmt, ...]:
     return tuple(kept)
 
 
-def _reads(s: Stmt) -> Iterator[str]:
+def reads(s: Stmt) -> Iterator[str]:
     match s:
         case SetInt(_, _, value):
             yield from iexpr_names(value)
         case If(cond, then, orelse):
             yield from cond_names(cond)
             for inner in (*then, *orelse):
-                yield from _reads(inner)
+                yield from reads(inner)
         case For(_, lo, hi, inner):
             yield from iexpr_names(lo)
             yield from iexpr_names(hi)
             for t in inner:
-                yield from _reads(t)
+                yield from reads(t)
         case Store(target, _, value):
             yield from _fexpr_reads(target)
             yield from _fexpr_reads(value)

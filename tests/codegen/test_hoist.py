@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from dtg.codegen.driver import compile_file
 from dtg.codegen.hoist import hoist_invariants
 from dtg.pe.parser import parse_module_text
 from dtg.pe.printer import module as print_module
@@ -84,3 +85,36 @@ def test_parts_computed_more_than_once_per_group_are_computed_once() -> None:
             env[t.name] = evaluate(t.value, env)
         for old, new in zip(sets, rewritten, strict=True):
             assert evaluate(new.value, env) == evaluate(old.value, {"g": value})
+
+
+def test_dense_batches_of_many_groups_read_pe_parts_from_main() -> None:
+    """conv2d_stream's image rows (12 groups, a batch each): ``5 * PE_Y`` and the like
+    are computed once in main; the control task computes nothing new per group."""
+    from conftest import ROOT
+
+    from dtg.pe.printer import module as print_module
+    from dtg.pesim.run import run_program
+
+    path = ROOT / "benchmarks" / "kernels" / "conv2d_stream.lair"
+    c = compile_file(path)
+    assert c.module is not None
+    compute = next(p for p in c.module.programs if p.name == "compute")
+    on_x = next(t for t in compute.tasks if t.name == "on_X")
+    end_x = next(t for t in compute.tasks if t.name == "end_X")
+    main = next(t for t in compute.tasks if t.kind == "main")
+    text = print_module(c.module)
+    assert "h0_" in text and on_x.batch is not None
+    assert all("h0_" not in str(s) for s in end_x.body)
+    assert any("h0_" in str(s) for s in main.body)
+    outcome = run_program(path, seed=5)
+    assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_dense_batches_of_one_group_are_left_alone() -> None:
+    """One batch per PE (residual_mv's x): main would pay more than the batch saves."""
+    from conftest import ROOT
+
+    c = compile_file(ROOT / "benchmarks" / "kernels" / "residual_mv.lair")
+    assert c.module is not None
+    compute = next(p for p in c.module.programs if p.name == "compute")
+    assert not any(v.name.startswith("h") and v.name[1].isdigit() for v in compute.ints)
