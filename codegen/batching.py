@@ -435,7 +435,10 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
     elements, ctx = poly.align_params(elements, context)
     elements = elements.intersect_params(ctx).coalesce()
     varying = (*poly.index_params(elements), COUNT)
-    rect = poly.rectangularity(elements, index=varying)
+    rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(elements,
+                                                                      index=varying))
+    if rect is None:  # (quasi-affine orders over linearized indices can make isl explode)
+        return "the kept elements of a batch are too intricate for isl to analyze quickly"
     if not rect.dense:
         return "the kept elements of a batch are not a box"
     variants: tuple[tuple[int, ...], ...] = ()
