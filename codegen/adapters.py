@@ -238,13 +238,15 @@ class _HaloParts:
     counter), its size, and its first position in the landing array."""
 
     sizes: tuple[int, ...]
-    lines: isl.Set
+    batches: isl.Set  # every line of the adapter region (those without a window too)
+    lines: isl.Set  # the lines with a window
     own: isl.Set
     size: isl.PwAff
     offset: isl.PwAff
 
     def expressions(self) -> tuple[Cond, IExpr, IExpr]:
-        cond = condition_of(self.own, self.lines)
+        # (tested on every line of the span: a line inside it may have no window)
+        cond = condition_of(self.own, self.batches)
         there = self.lines.intersect(self.own)
         return (BConst(True) if cond is None else cond,
                 pw_aff_expr(self.size, there), pw_aff_expr(self.offset, there))
@@ -267,12 +269,12 @@ def _halo_parts(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: int
     context = poly.with_params(a.region.context(), [counter])
     first = first.align_params(context.get_space())
     last = last.align_params(context.get_space())
-    lines = context.intersect(first.domain()).intersect(last.domain())
-    n = poly.param_pw_aff(lines, counter)
+    n = poly.param_pw_aff(context, counter)
     zero = n.sub(n)
     on_grid = n.mod_val(val(size))
-    lines = lines.intersect(n.ge_set(zero)).intersect(
+    batches = context.intersect(n.ge_set(zero)).intersect(
         n.le_set(zero.add_constant_val(val(total - 1)))).intersect(on_grid.eq_set(zero))
+    lines = batches.intersect(first.domain()).intersect(last.domain())
     n = n.intersect_domain(lines)
     start = first.intersect_domain(lines).add_constant_val(val(-base))
     count = zero.intersect_domain(lines).add_constant_val(val(size)).min(
@@ -293,7 +295,7 @@ def _halo_parts(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: int
     sizes = sorted(p[0] for p in poly.points(values, limit=MAX_SIMD_SIZE + 1))
     if len(sizes) > MAX_PART_SIZES:
         return None
-    return _HaloParts(tuple(sizes), lines, own, part.intersect_domain(own),
+    return _HaloParts(tuple(sizes), batches, lines, own, part.intersect_domain(own),
                       lo.sub(n).intersect_domain(own))
 
 
@@ -320,15 +322,17 @@ def _batched_spread(flow: InputFlow, plan: SpreadBatches, dtype: str
         config = SimdConfig(name, "copy", ((length,),),
                             SimdOperand("out", color=flow.color, indexed=sparse),
                             (SimdOperand("array", land, (1,)),))
-        # (``first`` is defined on the span's lines only: the others never send)
-        first_expr = pw_aff_expr(first, context.intersect(first.domain().align_params(
-            context.get_space())))
+        # (``first`` is defined on the lines with a window only: the others never send)
+        windowed = first.domain().align_params(context.get_space())
+        first_expr = pw_aff_expr(first, context.intersect(windowed))
         if sparse:  # a batch's ``index`` is its window's first index
             own: Cond = Cmp("==", IVar("index"), first_expr)
         else:  # a dense batch starts where the previous ones ended
             start = normalize(IBin("+", IConst(a.index_base[0]), IVar(counter)))
             own = Cmp("==", start, first_expr)
-        body = list(guarded(and_cond(in_span, own), [Run(name, ((land, IConst(0)),))]))
+        has = condition_of(windowed, context)
+        body = list(guarded(and_cond(and_cond(in_span, has), own),
+                            [Run(name, ((land, IConst(0)),))]))
     else:
         config = SimdConfig(name, "copy", tuple((k,) for k in plan.parts),
                             SimdOperand("out", color=flow.color),

@@ -14,7 +14,7 @@ from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, sim
 from dtg.codegen.dataflow import check_data_flow
 from dtg.codegen.emit import emit
 from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
-from dtg.errors import CodegenError, CompilerBug, UnsupportedMappingError
+from dtg.errors import CodegenError, CompilerBug, DtgError, UnsupportedMappingError
 from dtg.lair.frontend import Program
 from dtg.mapping import poly
 from dtg.mapping.flows import Task, out_of_colors
@@ -355,7 +355,7 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
         kept = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
                              reference=reference, params=params, max_configs=max_configs,
                              arrival=arrival, fabric=fabric, keep=slow)
-    except CodegenError:
+    except DtgError:  # (kept in memory it may not fit, or not compile: as it was)
         return compiled
     mine, theirs = _stream_work(compiled, slow), _stream_work(kept, slow)
     if mine is None or theirs is None or theirs > KEEP_GAIN * mine:
