@@ -46,6 +46,7 @@ from dtg.mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
 from dtg.mapping.memory import Memory
 from dtg.mapping.mesh import same_line
 from dtg.mapping.validate import PE
+from dtg.pe.ir import IExpr
 
 
 class DataFlowError(CompilerBug):
@@ -482,24 +483,28 @@ class _Check:
             raise self.fail(f"{task_name}: its SIMD instruction runs instances outside the "
                             "task that were not checked as box-hull extras")
 
+    def parameter_function(self, task_name: str, what: str, e: IExpr, params: isl.Set
+                           ) -> isl.PwAff:
+        """A SIMD ``variant`` or ``length`` expression as a function of the parameters."""
+        try:
+            return quasi_affine(e, [], params.get_space())
+        except ScanError as err:
+            raise self.fail(f"{task_name}: its SIMD {what} expression is not quasi-affine "
+                            f"({err})") from err
+
     def simd_variant(self, task_name: str, d: SimdDecision, inner: isl.Set) -> None:
         """Where an enumerated instruction's variant expression selects variant ``k``,
         the instances' box has exactly variant ``k``'s size (so the box holds them all and
         nothing else)."""
         assert d.variant is not None
         params = inner.params()
-        try:
-            selected = quasi_affine(d.variant, [], params.get_space())
-        except ScanError as err:
-            raise self.fail(f"{task_name}: its SIMD variant expression is not quasi-affine "
-                            f"({err})") from err
+        selected = self.parameter_function(task_name, "variant", d.variant, params)
         covered = isl.Set.empty(params.get_space())
         for k, sizes in enumerate(d.variants):
             where = selected.eq_set(_constant(params.get_space(), k)).intersect(params)
             covered = covered.union(where)
             for dim, size in enumerate(sizes):
-                extent = inner.dim_max(dim).sub(inner.dim_min(dim)).add_constant_val(
-                    isl.Val.int_from_si(CTX, 1))
+                extent = _extent(inner, dim)
                 exact = extent.eq_set(_constant(extent.get_domain_space(), size))
                 where_a, exact = poly.align_params(where, exact)
                 if not where_a.is_subset(exact):
@@ -516,15 +521,10 @@ class _Check:
         configuration's sizes (so the cut box holds them all and nothing else)."""
         assert d.length is not None
         params = inner.params()
-        try:
-            length = quasi_affine(d.length, [], params.get_space())
-        except ScanError as err:
-            raise self.fail(f"{task_name}: its SIMD length expression is not quasi-affine "
-                            f"({err})") from err
+        length = self.parameter_function(task_name, "length", d.length, params)
         (sizes,) = d.variants
         for dim, size in enumerate(sizes):
-            extent = inner.dim_max(dim).sub(inner.dim_min(dim)).add_constant_val(
-                isl.Val.int_from_si(CTX, 1))
+            extent = _extent(inner, dim)
             want = length if dim == 0 else _constant(extent.get_domain_space(), size)
             extent, want = poly.align_params(extent, want)
             exact = extent.eq_set(want).intersect(
@@ -618,6 +618,11 @@ class _Check:
 
 
 # ------------------------------------------------------------------ isl helpers
+
+
+def _extent(s: isl.Set, dim: int) -> isl.PwAff:
+    """``max - min + 1`` of dimension ``dim`` of ``s``, a function of its parameters."""
+    return s.dim_max(dim).sub(s.dim_min(dim)).add_constant_val(isl.Val.int_from_si(CTX, 1))
 
 
 def _constant(space: isl.Space, value: int) -> isl.PwAff:
