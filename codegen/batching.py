@@ -47,6 +47,7 @@ from dtg.pe.ir import (
     IExpr,
     ISel,
     IVar,
+    cut_dimension,
 )
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
@@ -93,16 +94,19 @@ class KeepCopy:
     src_strides: tuple[int, ...]
     src_base: IExpr
     # where the box's size differs between batches (a halo's part of the window): one
-    # variant per size, ``variant`` selecting the batch's
+    # variant per size, ``variant`` selecting the batch's; or, where the sizes differ in
+    # the dimension a length cuts (pe.ir.cut_dimension), one configuration of the largest
+    # size cut to the batch's ``length``
     variants: tuple[tuple[int, ...], ...] = ()
     variant: IExpr | None = None
+    length: IExpr | None = None
 
     def cycles(self, dtype: str) -> int:
         width = costs().simd_width(dtype, "copy")
+        chosen = self.length if self.length is not None else self.variant
         return costs().simd_startup + ceil(prod(self.sizes) / width) + \
             expr_ops(self.dst_base) + expr_ops(self.src_base) + (
-                costs().simd_variant_select + expr_ops(self.variant)
-                if self.variant is not None else 0)
+                costs().simd_variant_select + expr_ops(chosen) if chosen is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -443,6 +447,7 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
         return "the kept elements of a batch are not a box"
     variants: tuple[tuple[int, ...], ...] = ()
     variant: IExpr | None = None
+    length: IExpr | None = None
     size = rect.constant_size
     if size is None:  # a box of a few sizes: one variant each
         sizes = rect.sizes.project_out_all_params().coalesce()
@@ -453,7 +458,16 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
                     f"{MAX_KEEP_VARIANTS} sizes")
         variants = tuple(sorted(found))
         size = tuple(max(v[d] for v in variants) for d in range(len(variants[0])))
-        variant = _variant_selector(rect.sizes, variants, ctx)
+        varied = [d for d in range(len(size)) if len({v[d] for v in variants}) > 1]
+        per_pe = _variants_per_pe(rect.sizes, variants)
+        if per_pe > 1 and len(varied) == 1 and cut_dimension(size) == varied[0]:
+            d = varied[0]  # one configuration, cut to the batch's extent there
+            length = normalize(IBin("+", IBin("-", pw_aff_expr(rect.maximum.get_at(d), ctx),
+                                              pw_aff_expr(rect.minimum.get_at(d), ctx)),
+                                    IConst(1)))
+            variants = ()
+        else:  # (one size per PE: selected by the PE alone, each PE sets up its own)
+            variant = _variant_selector(rect.sizes, variants, ctx, by_pe=per_pe == 1)
     if not 0 < len(size) <= MAX_SIMD_DIMS:
         return "the kept elements of a batch have too many dimensions for SIMD"
     identity = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
@@ -465,21 +479,37 @@ def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: i
         operands.append(linear)
     (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
-                    variants, variant)
+                    variants, variant, length)
+
+
+def _variants_per_pe(sizes: isl.Set, variants: tuple[tuple[int, ...], ...]) -> int:
+    """The most of ``variants`` one PE sets up (each PE configures only the sizes it
+    uses: where that is one, variants cost no more configurations than a length)."""
+    return poly.most_overlapping([
+        poly.project_onto_pe(sizes.intersect(_size_point(sizes.get_space(), v)).params())
+        for v in variants])
+
+
+def _size_point(space: isl.Space, values: tuple[int, ...]) -> isl.Set:
+    point = isl.Set.universe(space)
+    for d, v in enumerate(values):
+        point = point.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(space.get_ctx(), v))
+    return point
 
 
 def _variant_selector(sizes: isl.Set, variants: tuple[tuple[int, ...], ...],
-                      context: isl.Set) -> IExpr:
+                      context: isl.Set, *, by_pe: bool = False) -> IExpr:
     """The index in ``variants`` of the size ``sizes`` (size vectors per parameter value)
-    gives, as a chain of selects on the parameters."""
+    gives, as a chain of selects on the parameters; ``by_pe``: on the PE coordinates
+    alone (where each PE has one size)."""
     chosen: IExpr = IConst(len(variants) - 1)
     space = sizes.get_space()
     for k in range(len(variants) - 2, -1, -1):
-        point = isl.Set.universe(space)
-        for d, v in enumerate(variants[k]):
-            point = point.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(sizes.get_ctx(), v))
-        where = sizes.intersect(point).params()
-        cond = condition_of(where, context.intersect(sizes.params()))
+        where = sizes.intersect(_size_point(space, variants[k])).params()
+        within = context.intersect(sizes.params())
+        if by_pe:
+            where, within = poly.project_onto_pe(where), poly.project_onto_pe(within)
+        cond = condition_of(where, within)
         chosen = ISel(cond if cond is not None else BConst(True), IConst(k), chosen)
     return normalize(chosen)
 

@@ -46,7 +46,7 @@ from dtg.mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
 from dtg.mapping.memory import Memory
 from dtg.mapping.mesh import same_line
 from dtg.mapping.validate import PE
-from dtg.pe.ir import IExpr
+from dtg.pe.ir import IExpr, cut_dimension
 
 
 class DataFlowError(CompilerBug):
@@ -517,18 +517,20 @@ class _Check:
 
     def simd_length(self, task_name: str, d: SimdDecision, inner: isl.Set) -> None:
         """Where an instruction is cut to a run-time length, the length expression is the
-        extent of the instances' outermost dimension and the other dimensions have the
-        configuration's sizes (so the cut box holds them all and nothing else)."""
+        extent of the instances' dimension the length cuts (``pe.ir.cut_dimension``) and
+        the other dimensions have the configuration's sizes (so the cut box holds them all
+        and nothing else)."""
         assert d.length is not None
         params = inner.params()
         length = self.parameter_function(task_name, "length", d.length, params)
         (sizes,) = d.variants
+        cut = cut_dimension(sizes)
         for dim, size in enumerate(sizes):
             extent = _extent(inner, dim)
-            want = length if dim == 0 else _constant(extent.get_domain_space(), size)
+            want = length if dim == cut else _constant(extent.get_domain_space(), size)
             extent, want = poly.align_params(extent, want)
             exact = extent.eq_set(want).intersect(
-                want.le_set(_constant(want.get_domain_space(), sizes[0])))
+                want.le_set(_constant(want.get_domain_space(), sizes[cut])))
             params_a, exact = poly.align_params(params, exact)
             if not params_a.is_subset(exact):
                 raise self.fail(f"{task_name}: its SIMD length expression gives another "

@@ -98,13 +98,14 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
-    programs = [guard_configurations(drop_unread_ints(_hoisted(p))) for p in programs]
+    # (guards first: they read the variant expressions hoisting moves into variables)
+    programs = [drop_unread_ints(_hoisted(guard_configurations(p))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
-    programs.append(guard_configurations(drop_unread_ints(_hoisted(compute)),
-                                         task_pes=builder.task_pes))
+    programs.append(drop_unread_ints(_hoisted(guard_configurations(
+        compute, task_pes=builder.task_pes))))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -457,7 +458,7 @@ class _ComputeBuilder(Sharing, Gathering):
             SimdOperand("array", local.name, keep.dst_strides),
             (SimdOperand("array", batch.land.name, keep.src_strides),)))
         run = Run(name, ((local.name, keep.dst_base), (batch.land.name, keep.src_base)),
-                  variant=keep.variant)
+                  variant=keep.variant, length=keep.length)
         return list(guarded(condition_of(keep.elements.params(), batch.context), [run]))
 
     def _keep(self, flow: InputFlow) -> list[Stmt]:

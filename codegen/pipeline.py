@@ -258,7 +258,8 @@ def _fill_saving(module: PeModule) -> tuple[int, float]:
 
 def _batch_configs(batch: Batch) -> int:
     """SIMD configurations a batched flow sets up."""
-    return sum(d.configs for _, d in batch.decisions) + (batch.keep is not None)
+    keep = 0 if batch.keep is None else len(batch.keep.variants) or 1
+    return sum(d.configs for _, d in batch.decisions) + keep
 
 
 def _saving(d: SimdDecision) -> float:

@@ -96,9 +96,10 @@ class SimdDecision:
     more: tuple[tuple[str, Operand, tuple[Operand, ...], Value | None], ...] = ()
     # predicted cycles per PE of the ways considered (codegen.cost), e.g. simd, scalar
     predicted: tuple[tuple[str, int], ...] = ()
-    # Enumerated sizes that differ in the outermost dimension only: that dimension's
-    # extent, for one configuration of the largest size cut to it at run time
-    # (``run ... length(e)``) where the variants do not fit the PE (``by_length``).
+    # Enumerated sizes that differ in one dimension only, every dimension before it of
+    # size 1 (pe.ir.cut_dimension): that dimension's extent, for one configuration of the
+    # largest size cut to it at run time (``run ... length(e)``) where the variants do
+    # not fit the PE (``by_length``).
     length: IExpr | None = None
     by_length: bool = False
 
@@ -108,10 +109,10 @@ class SimdDecision:
         return len(self.variants) * (1 + len(self.more)) if self.used else 0
 
     def cut_to_length(self) -> SimdDecision:
-        """One configuration of the largest size, its outermost dimension cut at run time
-        (where the variants do not fit the PE)."""
+        """One configuration of the largest size, the dimension its sizes differ in cut at
+        run time (where the variants do not fit the PE)."""
         assert self.length is not None
-        largest = max(self.variants, key=lambda v: v[0])
+        largest = max(self.variants, key=prod)
         return replace(self, variants=(largest,), variant=None, size_ids=None, by_length=True,
                        reason=self.reason.replace(
                            "one SIMD configuration per size, selected per invocation",
@@ -654,7 +655,8 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
                           tuple[tuple[tuple[int, ...], tuple[int, ...]], ...],
                           IExpr | None, bool] | str:
     """Size enumeration (§5.4): the variants, the expression selecting one, the ids,
-    where only the outermost dimension varies, its extent (a run-time length), and
+    where only one dimension varies with size 1 before it, its extent (a run-time
+    length), and
     whether some PE would need more variants than it has configurations."""
     try:
         enum = poly.enumerate_sizes(rect.sizes, index=index_like, limit=MAX_SIZE_IDS)
@@ -685,7 +687,8 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
             enum.sizes.intersect(_point(enum.sizes.get_space(), v)).params()
             for v in variants])
         over = per_pe > MAX_SIMD_CONFIGS
-        if over and dims != [0]:
+        if over and (len(dims) != 1 or any(v[k] != 1 for v in variants
+                                           for k in range(dims[0]))):
             return (f"{len(variants)} sizes, up to {per_pe} on one PE, more than the "
                     f"{MAX_SIMD_CONFIGS} configurations a PE has")
     # The variant of an invocation: the position of its size among the variants, computed
@@ -705,7 +708,9 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
         variant = IConst(len(ordered) - 1)
         for k in reversed(range(len(ordered) - 1)):
             variant = ISel(Cmp("==", extent, IConst(ordered[k][d])), IConst(k), variant)
-    length = normalize(IBin("+", IBin("-", hi, lo), IConst(1))) if d == 0 else None
+    # (the dimensions before d have one value: the largest size's cut dimension is d)
+    cuttable = all(v[k] == 1 for v in variants for k in range(d))
+    length = normalize(IBin("+", IBin("-", hi, lo), IConst(1))) if cuttable else None
     return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d])), length, over
 
 

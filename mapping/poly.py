@@ -177,6 +177,11 @@ def project_out_params(obj: isl.Set, names: Sequence[str]) -> isl.Set:
     return obj.project_out_param_id_list(ids)
 
 
+def project_onto_pe(obj: isl.Set) -> isl.Set:
+    """``obj`` with every parameter but the PE coordinates projected out (which PEs)."""
+    return project_out_params(obj, [p for p in _param_names(obj) if p not in PE_NAMES])
+
+
 # -------------------- binding
 
 
@@ -1128,8 +1133,10 @@ def batch_starts(arrivals: isl.Set, first: isl.PwAff, last: isl.PwAff, size: int
     exact = on_grid.intersect(count.eq_set(full.min(rest)))
     # Stated without the minimum, which isl would carry into every expression derived
     # from it as cases: a batch ends inside its group and has one of the widths that
-    # occur (a superset of the exact starts and widths, on which code is correct too).
-    widths = project_out_params(exact, [p for p in _param_names(exact) if p != width])
+    # occur on its PE (a superset of the exact starts and widths, on which code is
+    # correct too).
+    widths = project_out_params(exact, [p for p in _param_names(exact)
+                                        if p != width and p not in PE_NAMES])
     fits = on_grid.intersect(start.add(count).le_set(last.add_constant_val(_val(ctx, 1))))
     widths, fits = align_params(widths, fits)
     return fits.intersect(widths).coalesce()

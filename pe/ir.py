@@ -197,8 +197,8 @@ class Run:
     """Invoke a SIMD configuration: base offsets of its array operands, an optional scalar,
     for a configuration with several size variants, the variant to select, and
     optionally a ``length``: the instruction covers only the first ``length`` values of
-    its outermost dimension (a DSD length set at run time, as CSL's
-    ``@set_dsd_length``), from 1 to the variant's size."""
+    its outermost dimension larger than 1 (:func:`cut_dimension`; a DSD length set at
+    run time, as CSL's ``@set_dsd_length``), from 1 to the variant's size there."""
 
     config: str
     bases: tuple[tuple[str, IExpr], ...]
@@ -208,6 +208,13 @@ class Run:
 
 
 Stmt = Store | SetInt | For | If | Send | SendEnd | Activate | Run
+
+
+def cut_dimension(sizes: tuple[int, ...]) -> int:
+    """The dimension a ``run ... length(e)`` cuts: the outermost one larger than 1 (the
+    dimensions before it have one value, so the cut keeps a prefix of the elements in
+    domain order, as a length does on a 1-D DSD); the first when all are 1."""
+    return next((d for d, n in enumerate(sizes) if n > 1), 0)
 
 # ------------------------------------------------------------------------ declarations
 

@@ -42,6 +42,7 @@ from dtg.pe.ir import (
     Stmt,
     Store,
     Task,
+    cut_dimension,
 )
 from dtg.pe.walk import cond_ops, iexpr_ops
 from dtg.pesim.expr import compile_cond, compile_iexpr
@@ -125,7 +126,7 @@ class SimdInfo:
         return (self.config.dst, *self.config.srcs)
 
     def variant(self, v: int, limit_ops: int, length: int | None = None) -> Variant:
-        """Variant ``v``, its outermost dimension cut to ``length`` when given (the
+        """Variant ``v``, its :func:`cut_dimension` cut to ``length`` when given (the
         elements of the first ``length`` values of it: a prefix in domain order)."""
         found = self.variants.get(v)
         if found is None:
@@ -146,11 +147,12 @@ class SimdInfo:
                 offsets[k] = offs
             found = _variant(sizes, offsets)
             self.variants[v] = found
-        if length is None or length == found.sizes[0]:
+        d = cut_dimension(found.sizes)
+        if length is None or length == found.sizes[d]:
             return found
         cut = self.cut.get((v, length))
         if cut is None:
-            sizes = (length, *found.sizes[1:])
+            sizes = (*found.sizes[:d], length, *found.sizes[d + 1:])
             ops = math.prod(sizes)
             cut = _variant(sizes, {k: o[:ops] for k, o in found.offsets.items()})
             self.cut[(v, length)] = cut
@@ -460,10 +462,11 @@ class ProgramCode:
                 raise core.error(f"run {name} selects variant {v}, which this PE did not set "
                                  "up (its guard does not hold here)")
             n = length(env) if length is not None else None
-            if n is not None and not 1 <= n <= info.config.variants[v][0]:
+            sizes = info.config.variants[v]
+            if n is not None and not 1 <= n <= sizes[cut_dimension(sizes)]:
                 raise core.error(f"run {name} sets length {n}; simd {name} "
-                                 f"{list(info.config.variants[v])} takes a length from 1 to "
-                                 f"{info.config.variants[v][0]}")
+                                 f"{list(sizes)} takes a length from 1 to "
+                                 f"{sizes[cut_dimension(sizes)]}")
             return v, {a: f(env) for a, f in bases.items()}, n
 
         if not info.fabric and scalar_gen is None:

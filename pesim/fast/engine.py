@@ -20,7 +20,7 @@ import numpy as np
 from dtg.errors import SimulationError
 from dtg.lair.limits import MAX_SECONDS
 from dtg.pe.fabric import FabricConfig
-from dtg.pe.ir import PeModule
+from dtg.pe.ir import PeModule, cut_dimension
 from dtg.pesim.code import END, CycleLimitError
 from dtg.pesim.fast import errors as E
 from dtg.pesim.fast.build import NotInArrays, build, unsupported
@@ -385,12 +385,12 @@ def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> Simulatio
         cfg = configs[int(err[2])]
         sizes = list(cfg.variants[int(err[3]) - int(tables.configs[int(err[2]), 4])])
         return core.error(f"run {cfg.name} sets length {int(err[4])}; simd {cfg.name} {sizes} "
-                          f"takes a length from 1 to {sizes[0]}")
+                          f"takes a length from 1 to {sizes[cut_dimension(tuple(sizes))]}")
     if code == E.E_SIMD_BOUNDS:
         cfg = configs[int(err[2])]
         sizes = list(cfg.variants[int(err[3]) - int(tables.configs[int(err[2]), 4])])
         if int(err[7]) > 0:  # (cut to a length)
-            sizes[0] = int(err[7])
+            sizes[cut_dimension(tuple(sizes))] = int(err[7])
         row = int(err[5])
         prog = int(state.core[c, PROGRAM])
         name = tables.info[prog].arrays[row - int(tables.programs[prog, 2])]

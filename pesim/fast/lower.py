@@ -63,6 +63,7 @@ from dtg.pe.ir import (
     SimdOperand,
     Stmt,
     Store,
+    cut_dimension,
 )
 from dtg.pe.walk import cond_ops, iexpr_ops
 from dtg.pesim.code import NUMPY, arithmetic, compute_dtype, has_recv
@@ -162,7 +163,8 @@ class Tables:
     # colors (3), out indexed, out ends, flops per element, operand queue or ramp slots (3)
     configs: np.ndarray
     # per variant: ops, innermost size, offsets start (3 operands), low (3), high (3),
-    # outermost size, number of dimensions
+    # the size of the dimension a length cuts (pe.ir.cut_dimension), the number of
+    # dimensions from it on
     variants: np.ndarray
     offsets: np.ndarray  # element offsets of the variants' array operands
     # RUN bases: rows of (expression of the base of operand 0, 1, 2; of the length)
@@ -607,7 +609,8 @@ class _Module:
         if ops > MAX_SIMD_ELEMENTS:  # (the simpy engine reports it when it runs)
             raise Unsupported(f"a SIMD variant of {ops} elements")
         row = [ops, sizes[-1] if sizes else 1]
-        outer = [sizes[0] if sizes else 1, len(sizes)]
+        cut = cut_dimension(sizes)  # (the dimension a length cuts, and those from it on)
+        outer = [sizes[cut] if sizes else 1, len(sizes) - cut]
         starts, lows, highs = [], [], []
         for k in range(3):
             o = operands[k] if k < len(operands) else None

@@ -113,7 +113,7 @@ def _prepare(p: Program, s: State, c: int, config: int, variant_expr: int, bases
         raise FastError()
     ops, inner = p.variants[row, 0], p.variants[row, 1]
     x = p.bases[bases, 3]
-    if x != NONE:  # the outermost dimension cut to a length
+    if x != NONE:  # the dimension pe.ir.cut_dimension cut to a length
         n = ieval(p, s, env, x, istack)
         outer = p.variants[row, 11]
         if not 1 <= n <= outer:

@@ -173,11 +173,13 @@ program p origin PE[0, 0] pes { PE[0, 0] }
   array float32 w[8] init 2.0;
   simd add [6]: a[i0] = a[i0] + w[i0];
   simd row [2, 3]: a[3*i0 + i1] += w[i1] * scalar;
+  simd lead [1, 1, 4]: a[i2] += w[i2] * scalar;
   task main {
     for (n = 1; n <= 6; n++) {
       run add length(n) {a: 0, w: 0};
     }
     run row length(1) {a: 2, w: 0} (1.0);
+    run lead length(2) {a: 6, w: 0} (3.0);
     LAST
   }
 }
@@ -186,20 +188,25 @@ program p origin PE[0, 0] pes { PE[0, 0] }
 
 @pytest.mark.parametrize("last", ["", "run add length(7) {a: 0, w: 0};",
                                   "run add length(0) {a: 0, w: 0};",
-                                  "run add length(4) {a: 5, w: 0};"])
+                                  "run add length(4) {a: 5, w: 0};",
+                                  "run lead length(5) {a: 0, w: 0} (1.0);",
+                                  "run lead length(3) {a: 6, w: 0} (1.0);"])
 def test_a_run_time_length_runs_the_same_on_both_engines(last: str) -> None:
-    """``run ... length(n)``: the first ``n`` values of the outermost dimension, the same
-    elements, cycles, trace and errors on both engines."""
+    """``run ... length(n)``: the first ``n`` values of the outermost dimension larger
+    than 1 (``lead [1, 1, 4]`` cuts its last), the same elements, cycles, trace and
+    errors on both engines."""
     simpy, fast = both(LENGTHS.replace("LAST", last), {"y": ((8,), "float32")})
     if not last:
         assert not isinstance(simpy, Exception)
         # a[k] gets 2 for each n > k (k < 6), then a[2..4] += 2 * 1
         expected = [12, 10, 8, 6, 4, 2, 0, 0]
         expected[2:5] = [v + 2 for v in expected[2:5]]
+        expected[6:8] = [v + 6 for v in expected[6:8]]  # lead: a[6..7] += 2 * 3
         assert simpy.outputs["y"].tolist() == expected
         assert document(fast) == document(simpy)
         assert fast.cycles == simpy.cycles
         return
     assert isinstance(simpy, SimulationError) and type(fast) is type(simpy)
     assert str(fast) == str(simpy)
-    assert ("takes a length from 1 to 6" in str(simpy)) != ("outside the array" in str(simpy))
+    assert (("takes a length from 1 to 6" in str(simpy) or "takes a length from 1 to 4" in
+             str(simpy)) != ("outside the array" in str(simpy)))
