@@ -529,8 +529,9 @@ class _Check:
             extent = _extent(inner, dim)
             want = length if dim == cut else _constant(extent.get_domain_space(), size)
             extent, want = poly.align_params(extent, want)
-            exact = extent.eq_set(want).intersect(
-                want.le_set(_constant(want.get_domain_space(), sizes[cut])))
+            exact = extent.eq_set(want)
+            if dim == cut:  # (a length within the configuration's size)
+                exact = exact.intersect(want.le_set(_constant(want.get_domain_space(), size)))
             params_a, exact = poly.align_params(params, exact)
             if not params_a.is_subset(exact):
                 raise self.fail(f"{task_name}: its SIMD length expression gives another "

@@ -151,10 +151,11 @@ class Sharing(EmitterState):
             If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), simplify(turns.count)),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
+        # (an end mark takes the turn at once: activating the turn task would cost a
+        # dispatch per turn on the exchange's critical path)
         self.extra_tasks += [
             share,
-            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), Activate(f"turn_{t}")),
-                 c),
+            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), *turn), c),
             Task(f"turn_{t}", "local", turn),
             Task(f"step_{t}", "local", tuple(after)),
         ]

@@ -122,3 +122,13 @@ def test_random_skewed_placements_compute_the_program(case: dict[str, object]) -
             assert err.loc is not None, err
             return
         assert outcome.comparison.verified and outcome.comparison.exact, case
+
+
+def test_a_length_shorter_than_the_inner_dimension_passes_the_check() -> None:
+    """Sizes ``(1, 4)`` and ``(2, 4)`` cut to a length: only the cut dimension's extent
+    is bounded by its size (the data-flow check compared the inner 4 with 2; random
+    pair, seed 19, batches forced)."""
+    path = ROOT / "tests" / "e2e" / "regressions" / "length_cut_narrower_than_inner.lair"
+    for simd in (True, False):
+        outcome = run_program(path, simd=simd, arrival="always")
+        assert outcome.comparison.verified and outcome.comparison.exact
