@@ -29,8 +29,9 @@ import islpy as isl
 from dtg.codegen.adapters import adapter_window
 from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
 from dtg.codegen.hoist import per_arrival_cond_ops
-from dtg.codegen.islast import condition_of, normalize, pw_aff_expr
+from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
 from dtg.codegen.keeping import keep_cycles
+from dtg.codegen.scalarcode import scalar_code
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
@@ -45,10 +46,12 @@ from dtg.pe.ir import (
     IBin,
     IConst,
     IExpr,
+    If,
     ISel,
     IVar,
     cut_dimension,
 )
+from dtg.pe.walk import iexpr_names, stmt_names
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
@@ -199,9 +202,13 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     # the share of arrivals that have instances on the PE, the others test a guard)
     pw_cost = None
     if len(per_wavelet) == len(tasks):
-        pw_cost = dispatch() + (flow.kind == "dense")
+        # (a dense stream's position in its group is counted where the code reads it)
+        reads_index = flow.tensor in tg.buffered or any(
+            varying & _work_names(d, tg, t, memory)
+            for t, d in zip(tasks, per_wavelet, strict=True))
+        pw_cost = dispatch() + (flow.kind == "dense" and reads_index)
         for t, d in zip(tasks, per_wavelet, strict=True):
-            run = _run_cost(d, tg, t, varying=varying, env=env)
+            run = _run_cost(d, tg, t, varying=varying, env=env, memory=memory)
             share = _trigger_share(flow, t, varying)
             pw_cost += run if share is None else ceil(run * share[0]) + share[1]
     if pw_cost is not None and flow.tensor in tg.buffered:
@@ -322,7 +329,13 @@ def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
     if guard is None:
         return None
     share = 0.0
-    for corner in (flow.lines.lexmin(), flow.lines.lexmax()):
+    # (the corners of the lines and of the PEs with instances: lines may pass PEs
+    # without any, where the share is 0)
+    working = poly.pe_set(poly.project_onto_pe(triggering)).intersect(flow.lines)
+    corners = [flow.lines.lexmin(), flow.lines.lexmax()]
+    if not working.is_empty():
+        corners += [working.lexmin(), working.lexmax()]
+    for corner in corners:
         pe = pe_condition_set(corner).align_params(arrivals.get_space())
         at, triggered = arrivals.intersect_params(pe), triggering.intersect_params(pe)
         total = _count(at)
@@ -514,14 +527,40 @@ def _variant_selector(sizes: isl.Set, variants: tuple[tuple[int, ...], ...],
     return normalize(chosen)
 
 
+def _work_names(d: SimdDecision, tg: TaskGraph, task: Task, memory: Memory) -> set[str]:
+    """The names a task's per-wavelet work reads: its SIMD bases and variant, or its
+    scalar code (guard included)."""
+    if d.used and d.sizes is not None:
+        exprs = [o.base for o in (d.dst, *d.srcs) if o is not None and o.base is not None]
+        exprs += [e for e in (d.variant, d.length) if e is not None]
+        return {n for e in exprs for n in iexpr_names(e)}
+    flow = tg.flow_of(task)
+    assert task.statement is not None and task.instances is not None and flow is not None
+    code = scalar_code(tg.model.statement(task.statement), task.instances, task.trigger,
+                       flow.arrival_context(), memory, tg.compute.context())
+    return stmt_names(code)
+
+
 def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1,
-              varying: frozenset[str] | None = None, env: dict[str, IExpr] | None = None
-              ) -> int:
+              varying: frozenset[str] | None = None, env: dict[str, IExpr] | None = None,
+              memory: Memory | None = None) -> int:
     """Predicted cycles of a task's work per invocation: its SIMD instructions, or scalar
-    loops over ``count`` arrivals' instances."""
+    loops over ``count`` arrivals' instances (with ``memory``, for one arrival, the
+    statements the emitter writes)."""
     assert task.statement is not None and task.instances is not None
-    stmt = tg.model.statement(task.statement).stmt
+    pstmt = tg.model.statement(task.statement)
+    stmt = pstmt.stmt
     if d.used and d.sizes is not None:
         return simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype,
                            varying=varying, env=env)
-    return scalar_cycles(stmt, task.instances, task.trigger, count=count)
+    code = None
+    flow = tg.flow_of(task)
+    if memory is not None and count == 1 and flow is not None:
+        code = scalar_code(pstmt, task.instances, task.trigger, flow.arrival_context(),
+                           memory, tg.compute.context())
+        if env:
+            code = substitute_stmts(code, env)
+        if len(code) == 1 and isinstance(code[0], If) and not code[0].orelse:
+            code = code[0].then  # (the guard on the arrival is _trigger_share's)
+    return scalar_cycles(stmt, task.instances, task.trigger, count=count, code=code,
+                         varying=varying)

@@ -11,22 +11,23 @@ choosing, not promises (the tests pin simulated cycles, not predictions).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from math import prod
 
 import islpy as isl
 
-from dtg.codegen.hoist import per_arrival_ops
+from dtg.codegen.hoist import per_arrival_cond_ops, per_arrival_ops
 from dtg.codegen.islast import substitute
 from dtg.codegen.simd import SimdDecision
 from dtg.codegen.stmtutil import simplify
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.mapping import poly
 from dtg.pe.fabric import FabricConfig
-from dtg.pe.ir import IExpr
-from dtg.pe.walk import iexpr_ops
+from dtg.pe.ir import IExpr, If, Store
+from dtg.pe.ir import Stmt as PeStmt
+from dtg.pe.walk import cond_ops, iexpr_ops, store_ops
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)
@@ -80,18 +81,49 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
 
 
 def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
-                  count: int = 1) -> int:
+                  count: int = 1, code: Sequence[PeStmt] | None = None,
+                  varying: frozenset[str] | None = None) -> int:
     """One invocation of scalar loops over ``instances`` (``count`` times as many):
     per instance a loop iteration, the loads with their address arithmetic, the
-    operations and the store; per innermost loop its set-up."""
+    operations and the store; per innermost loop its set-up. With ``code`` (the
+    statements emitted for one instance, codegen.scalarcode), those statements'
+    cycles, what is left of them with only ``varying`` changing between invocations."""
     store = 1 if stmt.op == "=" else 3
     body = store + _address(len(stmt.target.index)) + _value_ops(stmt.value, stmt, trigger)
     if count == 1 and isl.Map.from_range(instances).is_single_valued():
+        if code is not None:
+            counted = code_cycles(code, varying)
+            if counted is not None:
+                return counted
         return body  # (one instance per invocation: no loop)
     volume = box_volume(instances) * count
     inner = _innermost_extent(instances)
     loops = max(1, volume // max(1, inner))
     return volume * (costs().for_iteration + body) + loops * costs().for_setup
+
+
+def code_cycles(code: Sequence[PeStmt], varying: frozenset[str] | None = None) -> int | None:
+    """The cycles the simulator charges for straight-line stores under guards (the
+    guarded branch taken), or None for anything else; with ``varying``, the integer
+    arithmetic left once the parts that do not read it are computed once (codegen.hoist)."""
+    def ops(e: IExpr) -> int:
+        return expr_ops(e) if varying is None else per_arrival_ops(e, varying)
+
+    c = costs()
+    cycles = 0
+    for s in code:
+        match s:
+            case Store():
+                cycles += c.scalar_op * store_ops(s, ops)
+            case If(cond, then, _):
+                inner = code_cycles(then, varying)
+                if inner is None:
+                    return None
+                test = cond_ops(cond) if varying is None else per_arrival_cond_ops(cond, varying)
+                cycles += c.if_branch + c.scalar_op * test + inner
+            case _:
+                return None
+    return cycles
 
 
 def elementwise_simd_pays(sizes: tuple[int, ...], dtype: str, *, ops: int) -> bool:

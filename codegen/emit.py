@@ -30,11 +30,12 @@ from dtg.codegen.islast import (
 from dtg.codegen.keeping import keep_element
 from dtg.codegen.licm import hoist_loop_invariants
 from dtg.codegen.routes import tree_routes
+from dtg.codegen.scalarcode import scalar_code, value_expr
 from dtg.codegen.sharing import Sharing, exchange_name
 from dtg.codegen.simd import Operand, SimdDecision, row_major
-from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set, simplify
+from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set
 from dtg.errors import CompilerBug
-from dtg.lair.graph import Binary, Const, Read, Unary, Value
+from dtg.lair.graph import Const
 from dtg.lair.lower import PolyStatement
 from dtg.mapping import poly
 from dtg.mapping.flows import (
@@ -52,10 +53,7 @@ from dtg.pe.ir import (
     Array,
     BConst,
     Cmp,
-    FBin,
     FConst,
-    FExpr,
-    FNeg,
     For,
     FValue,
     IBin,
@@ -113,21 +111,6 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
 def _hoisted(program: PeProgram) -> PeProgram:
     """Invariant arithmetic out of data tasks (per group) and out of loops."""
     return hoist_loop_invariants(hoist_invariants(program))
-
-
-def _value_expr(value: Value, trigger: str | None, load: dict[str, Load]) -> FExpr:
-    match value:
-        case Const(v):
-            return FConst(v)
-        case Read(tensor) if tensor == trigger:
-            return FValue()
-        case Read(tensor):
-            return load[tensor]
-        case Unary(_, operand):
-            return FNeg(_value_expr(operand, trigger, load))
-        case Binary(op, lhs, rhs):
-            return FBin(op, _value_expr(lhs, trigger, load), _value_expr(rhs, trigger, load))
-    raise TypeError(value)
 
 
 # ------------------------------------------------------------------- compute PEs
@@ -315,7 +298,7 @@ class _ComputeBuilder(Sharing, Gathering):
                     bases.setdefault(o.array, o.base)
             scalar = None
             if scalar_value is not None:
-                scalar = _value_expr(scalar_value, None, {}) if isinstance(
+                scalar = value_expr(scalar_value, None, {}) if isinstance(
                     scalar_value, Const) else FValue()
             runs.append(Run(name, tuple(bases.items()), scalar, d.variant,
                             d.length if d.by_length else None))
@@ -323,36 +306,8 @@ class _ComputeBuilder(Sharing, Gathering):
 
     def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,
                 context: isl.Set) -> tuple[Stmt, ...]:
-        stmt = pstmt.stmt
-        offsets: dict[str, tuple[IExpr, ...]] = {}
-        for local in self.memory.arrays:
-            if local.tensor not in (stmt.target.tensor, *(r.tensor for r in stmt.reads)):
-                continue
-            off = local.offset_aff()
-            offsets[local.tensor] = tuple(aff_expr(off.get_at(d), self.region.context())
-                                          for d in range(off.dim(isl.dim_type.out)))
-
-        def local_load(tensor: str, env: dict[str, IExpr]) -> Load:
-            local = self.memory.of(tensor)
-            if local is None:
-                raise CompilerBug(f"'{tensor}' has no local array on the compute PEs")
-            access = stmt.access(tensor)
-            index = []
-            for expr, off in zip(access.index, offsets[tensor], strict=True):
-                value: IExpr = IConst(expr.constant)
-                for var, coeff in expr.terms:
-                    value = IBin("+", value, IBin("*", IConst(coeff), env[var]))
-                index.append(IBin("-", value, off))
-            return Load(local.name, tuple(simplify(i) for i in index))
-
-        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
-            env = dict(zip(stmt.iterators, coords, strict=True))
-            loads = {t.tensor: local_load(t.tensor, env) for t in stmt.reads
-                     if t.tensor != trigger}
-            value = _value_expr(stmt.value, trigger, loads)
-            return [Store(local_load(stmt.target.tensor, env), stmt.op, value)]
-
-        return scan(instances, context, body)
+        return scalar_code(pstmt, instances, trigger, context, self.memory,
+                           self.region.context())
 
     # --------------------------------------------------------------- inputs
 

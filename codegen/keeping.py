@@ -14,6 +14,7 @@ from dtg.mapping import poly
 from dtg.mapping.flows import InputFlow
 from dtg.mapping.memory import LocalTensor
 from dtg.pe.ir import FValue, IBin, If, Load, Stmt, Store
+from dtg.pe.walk import store_ops
 
 
 def keep_element(flow: InputFlow, local: LocalTensor, region: isl.Set) -> list[Stmt]:
@@ -55,6 +56,6 @@ def keep_cycles(flow: InputFlow, local: LocalTensor, region: isl.Set,
             body = (s,)
         for store in body:
             assert isinstance(store, Store)
-            cycles += costs().scalar_op * (1 + sum(per_arrival_ops(e, varying)
-                                                   for e in store.target.index))
+            cycles += costs().scalar_op * store_ops(
+                store, lambda e: per_arrival_ops(e, varying))
     return cycles

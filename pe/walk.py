@@ -4,9 +4,30 @@ simulator both ask of an expression)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-from dtg.pe.ir import BoolOp, Cmp, Cond, IBin, IExpr, INeg, ISel, IVar, Not
+from dtg.pe.ir import (
+    BoolOp,
+    Cmp,
+    Cond,
+    FBin,
+    FExpr,
+    FNeg,
+    For,
+    IBin,
+    IExpr,
+    If,
+    INeg,
+    ISel,
+    IVar,
+    Load,
+    Not,
+    Run,
+    Send,
+    SetInt,
+    Stmt,
+    Store,
+)
 
 
 def iexpr_names(e: IExpr) -> Iterator[str]:
@@ -87,5 +108,76 @@ def cond_ops(c: Cond) -> int:
     return 0
 
 
-__all__ = ["cond_iexprs", "cond_names", "cond_ops", "iexpr_divisions", "iexpr_names",
-           "iexpr_ops"]
+def stmt_names(stmts: Sequence[Stmt]) -> set[str]:
+    """The integer names statements read (indices, conditions, bounds, bases)."""
+    found: set[str] = set()
+
+    def fnames(e: FExpr) -> None:
+        match e:
+            case Load(_, index):
+                for i in index:
+                    found.update(iexpr_names(i))
+            case FNeg(operand):
+                fnames(operand)
+            case FBin(_, lhs, rhs):
+                fnames(lhs)
+                fnames(rhs)
+
+    for s in stmts:
+        match s:
+            case Store(target, _, value):
+                fnames(target)
+                fnames(value)
+            case SetInt(_, _, value):
+                found.update(iexpr_names(value))
+            case For(_, lo, hi, body):
+                found.update(iexpr_names(lo))
+                found.update(iexpr_names(hi))
+                found.update(stmt_names(body))
+            case If(cond, then, orelse):
+                found.update(cond_names(cond))
+                found.update(stmt_names(then))
+                found.update(stmt_names(orelse))
+            case Send(_, value, index):
+                fnames(value)
+                if index is not None:
+                    found.update(iexpr_names(index))
+            case Run(_, bases, scalar, variant, length):
+                for _, b in bases:
+                    found.update(iexpr_names(b))
+                for e in (variant, length):
+                    if e is not None:
+                        found.update(iexpr_names(e))
+                if scalar is not None:
+                    fnames(scalar)
+    return found
+
+
+def address_ops(ref: Load, index_ops: Callable[[IExpr], int] = iexpr_ops) -> int:
+    """Scalar operations to address an array element: its index arithmetic (by
+    ``index_ops``) and one multiply-add per dimension beyond the first."""
+    return sum(index_ops(e) for e in ref.index) + len(ref.index) - 1
+
+
+def fexpr_ops(e: FExpr, index_ops: Callable[[IExpr], int] = iexpr_ops) -> int:
+    """Scalar operations to evaluate ``e``: each load with its address, each operator
+    (a ``recv`` is charged where it waits, not here)."""
+    match e:
+        case Load():
+            return 1 + address_ops(e, index_ops)
+        case FNeg(operand):
+            return 1 + fexpr_ops(operand, index_ops)
+        case FBin(_, lhs, rhs):
+            return 1 + fexpr_ops(lhs, index_ops) + fexpr_ops(rhs, index_ops)
+    return 0
+
+
+def store_ops(s: Store, index_ops: Callable[[IExpr], int] = iexpr_ops) -> int:
+    """Scalar operations of a store: the value, the address, and the store (``+=`` and
+    ``max=``: load, operation and store)."""
+    return (address_ops(s.target, index_ops) + (1 if s.op == "=" else 3)
+            + fexpr_ops(s.value, index_ops))
+
+
+__all__ = ["address_ops", "cond_iexprs", "cond_names", "cond_ops", "fexpr_ops",
+           "iexpr_divisions", "iexpr_names", "iexpr_ops", "stmt_names", "store_ops"]

@@ -44,7 +44,7 @@ from dtg.pe.ir import (
     Task,
     cut_dimension,
 )
-from dtg.pe.walk import cond_ops, iexpr_ops
+from dtg.pe.walk import address_ops, cond_ops, iexpr_ops
 from dtg.pesim.expr import compile_cond, compile_iexpr
 
 if TYPE_CHECKING:
@@ -497,8 +497,7 @@ class ProgramCode:
         multiply-add per extra dimension."""
         array = self.arrays[ref.array]
         fns = [compile_iexpr(e) for e in ref.index]
-        cost = self.config.scalar_op * (sum(iexpr_ops(e) for e in ref.index)
-                                        + len(ref.index) - 1)
+        cost = self.config.scalar_op * address_ops(ref)
         shape = array.shape
         name = array.name
         if len(fns) == 1:
