@@ -14,7 +14,7 @@ import islpy as isl
 from dtg.codegen.islast import condition_of
 from dtg.errors import CompilerBug
 from dtg.mapping import poly
-from dtg.mapping.mesh import PORT_TOWARDS, pe_box, translate
+from dtg.mapping.mesh import PORT_TOWARDS, linear_map, pe_box, pe_map_space, translate
 from dtg.pe.ir import Route
 
 
@@ -54,6 +54,62 @@ def broadcast_routes(color: int, width: int, height: int, context: isl.Set) -> l
         routes.extend(_route(color, port, part, targets, context)
                       for part, targets in _split(receiving, outputs) if targets)
     return routes
+
+
+def direct_routes(color: int, pairs: isl.Map, context: isl.Set) -> list[Route] | None:
+    """Routes carrying each sender's wavelets to its receivers only, all senders at once
+    on one color: ``pairs`` is ``{ PE[sender] -> PE[receiver] }`` (relative). Each
+    wavelet goes along the sender's row to the receiver's column, then along the column
+    (a multicast tree per sender). None where two senders' trees would enter a PE by
+    the same port (their wavelets would mix), or a receiver has several senders."""
+    if not pairs.reverse().is_single_valued():
+        return None
+    edges = _tree_edges(pairs)
+    entering: dict[str, isl.Map] = {}  # port -> { sender -> PE entered by that port }
+    for step, port in PORT_TOWARDS.items():
+        entered = edges.intersect_range(translate(*step).wrap()).range_factor_domain()
+        if not entered.reverse().is_single_valued():
+            return None
+        entering[port] = entered
+    children = {port: edges.intersect_range(translate(*(-d for d in step)).wrap())
+                .range_factor_range() for step, port in PORT_TOWARDS.items()}
+    senders = pairs.domain()
+    own = isl.Map.identity(isl.Space.map_from_set(senders.get_space())).intersect_domain(
+        senders)
+    routes: list[Route] = []
+    for port, entered in [("RAMP", own), *entering.items()]:
+        outputs = [(q, entered.intersect(has).range()) for q, has in children.items()]
+        if port != "RAMP":
+            outputs.append(("RAMP", entered.intersect(pairs).range()))
+        for pes, targets in _split(entered.range(), outputs):
+            if not targets:
+                raise CompilerBug(f"direct routes of color {color}: PEs {pes} receive "
+                                  "wavelets but neither use nor forward them")
+            routes.append(_route(color, port, pes, targets, context))
+    return routes
+
+
+def _tree_edges(pairs: isl.Map) -> isl.Map:
+    """``{ PE[sender] -> [PE[x] -> PE[parent of x]] }`` over the senders' trees: from
+    the sender along its row to each receiver's column, then along that column."""
+    space = isl.Space.map_from_domain_and_range(pairs.get_space().wrap(),
+                                                pe_map_space().wrap())
+    sx, sy, rx, ry = (("in", k) for k in range(4))
+    x, y, px, py = (("out", k) for k in range(4))
+    pieces = []
+    for sign in (1, -1):  # along the row east (1) or west (-1), parent one step back
+        pieces.append(linear_map(space, eqs=[{y: 1, sy: -1}, {px: 1, x: -1, 1: sign},
+                                             {py: 1, y: -1}],
+                                 ineqs=[{x: sign, sx: -sign, 1: -1}, {rx: sign, x: -sign}]))
+        # along the receiver's column south (1) or north (-1)
+        pieces.append(linear_map(space, eqs=[{x: 1, rx: -1}, {px: 1, x: -1},
+                                             {py: 1, y: -1, 1: sign}],
+                                 ineqs=[{y: sign, sy: -sign, 1: -1}, {ry: sign, y: -sign}]))
+    edges = pieces[0]
+    for piece in pieces[1:]:
+        edges = edges.union(piece)
+    pairs_w, edges = poly.align_params(pairs.wrap(), edges)
+    return edges.intersect_domain(pairs_w).domain_factor_domain().coalesce()
 
 
 def _split(pes: isl.Set, outputs: list[tuple[str, isl.Set]]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from dtg.codegen.blocks import block_exchange, reduce_block_exchange
+from dtg.codegen.direct import DirectExchange, direct_exchange
 from dtg.codegen.emitstate import EmitterState
 from dtg.codegen.islast import (
     aff_expr,
@@ -34,6 +35,7 @@ from dtg.pe.ir import (
     IExpr,
     If,
     IntVar,
+    ISel,
     IVar,
     Load,
     Not,
@@ -62,6 +64,11 @@ class Sharing(EmitterState):
         self.ints.extend([IntVar(got), IntVar(sent)])
         c = ex.color
         context = self.region.context()
+        direct = direct_exchange(ex, local, self.region, name=t) if self._simd_out(
+            "exchange", ex.tensor) else None
+        if direct is not None:
+            self._direct(ex, k, after, direct)
+            return
         if ex.axis == "region":
             self.routes += broadcast_routes(c, self.region.width, self.region.height, context)
         else:
@@ -135,6 +142,33 @@ class Sharing(EmitterState):
         sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
         self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
 
+    def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt], direct: DirectExchange
+                ) -> None:
+        """The tasks of an exchange without turns: in its phase, a sender sends its block
+        at once; ``after`` runs once a PE has sent (if it sends) and landed its block
+        (if it receives one: its end mark counts)."""
+        t = exchange_name(ex)
+        got, sent, c = f"got_{t}", f"sent_{t}", ex.color
+        self.routes += list(direct.routes)
+        self.configs.extend(direct.configs)
+        self.extra_arrays.append(direct.land)
+        sending = (*direct.send, SendEnd(c), SetInt(sent, "=", IConst(1)))
+        mine = Cmp("==", IVar(sent), IConst(0))
+        total = simplify(IBin("+", _flag(direct.sender), _flag(direct.receiver)))
+        turn = (If(Cmp("==", IVar("phase"), IConst(k)), (
+            If(mine if direct.sender is None else BoolOp("&&", direct.sender, mine),
+               sending),
+            If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), total),
+               (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
+        )),)
+        self.extra_tasks += [
+            Task(f"share_{t}", "data", direct.receive, c, False, direct.size,
+                 direct.land.name),
+            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), *turn), c),
+            Task(f"turn_{t}", "local", turn),
+            Task(f"step_{t}", "local", tuple(after)),
+        ]
+
     def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], turns: TurnOrder,
                sending: Sequence[Stmt], share: Task) -> None:
         """The tasks taking turns: a sender sends once all senders before it in its line
@@ -159,6 +193,11 @@ class Sharing(EmitterState):
             Task(f"turn_{t}", "local", turn),
             Task(f"step_{t}", "local", tuple(after)),
         ]
+
+
+def _flag(cond: Cond | None) -> IExpr:
+    """1 where ``cond`` holds (everywhere when None), else 0."""
+    return IConst(1) if cond is None else ISel(cond, IConst(1), IConst(0))
 
 
 def exchange_name(ex: Exchange) -> str:

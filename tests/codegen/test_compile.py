@@ -173,11 +173,26 @@ def test_uneven_tiles_send_outputs_by_simd_with_a_size_per_pe() -> None:
     assert "send(" not in print_module(c.module)
 
 
-def test_block_exchange_kept_in_parts_takes_only_the_holders_turns() -> None:
+def test_block_exchange_kept_in_parts_takes_only_the_holders_turns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The MLP's hidden vector is held by one column of 4 x 4 PEs and read in parts
-    along the first row: 4 turns (the holders'), not 16, with blocks sent by SIMD."""
+    along the first row: with turns (direct exchanges off), 4 turns (the holders'), not
+    16, with blocks sent by SIMD."""
+    import dtg.codegen.sharing
+
+    monkeypatch.setattr(dtg.codegen.sharing, "direct_exchange", lambda *a, **k: None)
     c = compile_file(EXAMPLES / "movement" / "mlp.lair")
     assert c.module is not None
     text = print_module(c.module)
     assert "got_a + sent_a == 4" in text and "== 16" not in text
     assert "task share_a data color" in text and "batch 8 land land_a" in text
+
+
+def test_the_mlp_hidden_vector_goes_straight_to_its_readers() -> None:
+    """Block ``y`` of the hidden vector, held by ``PE[0, y]``, is read by ``PE[y, 0]``
+    only: each holder sends it at once along its row and up that column (no turns)."""
+    c = compile_file(EXAMPLES / "movement" / "mlp.lair")
+    assert c.module is not None
+    text = print_module(c.module)
+    assert "== 4" not in text and "task share_a data color" in text
+    assert "route 2: S -> RAMP" in text

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import dtg.codegen.sharing
 from dtg.codegen.driver import compile_file
 from dtg.pe.ir import If
 from dtg.pe.printer import module as module_text
@@ -108,6 +109,13 @@ def test_whole_blocks_are_exchanged_by_simd_instructions(tmp_path: Path, name: s
     assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
 
 
+@pytest.fixture
+def turns_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turn protocol wherever an exchange has one (direct exchanges off)."""
+    monkeypatch.setattr(dtg.codegen.sharing, "direct_exchange", lambda *a, **k: None)
+
+
+@pytest.mark.usefixtures("turns_only")
 def test_a_receiver_keeps_only_the_part_of_each_block_inside_its_array(tmp_path: Path
                                                                        ) -> None:
     lair, mapping = CASES["shift_5x2"]
@@ -163,6 +171,7 @@ HOLDERS = {
 }
 
 
+@pytest.mark.usefixtures("turns_only")
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("name", sorted(HOLDERS))
 def test_only_the_pes_holding_elements_take_turns(tmp_path: Path, name: str,
@@ -183,3 +192,41 @@ def test_only_the_pes_holding_elements_take_turns(tmp_path: Path, name: str,
     for seed in (0, 4):
         result = run_program(tmp_path / "g.lair", simd=simd, seed=seed)
         assert result.comparison.verified and result.comparison.exact, result.comparison.mismatch
+
+
+def _turn_counts(tmp_path: Path, lair: str, mapping: str) -> str:
+    (tmp_path / "g.lair").write_text(lair)
+    (tmp_path / "g.map").write_text(mapping)
+    compiled = compile_file(tmp_path / "g.lair")
+    assert compiled.module is not None
+    return module_text(compiled.module)
+
+
+@pytest.mark.parametrize("name", sorted(HOLDERS))
+def test_each_holder_sends_its_block_straight_to_the_pes_needing_it(
+        tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column's totals read by the PEs of one other column each: every holder sends
+    at once, on routes to its readers only (no turns, no broadcast), verified on both
+    engines and faster than the turns."""
+    lair, mapping = HOLDERS[name]
+    text = _turn_counts(tmp_path, lair, mapping)
+    assert "== 4" not in text  # (no count of 4 turns)
+    runs = {}
+    for engine in ("simpy", "fast"):
+        for seed in (0, 4):
+            result = run_program(tmp_path / "g.lair", seed=seed, engine=engine)
+            assert result.comparison.verified and result.comparison.exact
+            runs[engine] = result.result.cycles
+    assert runs["simpy"] == runs["fast"]
+    monkeypatch.setattr(dtg.codegen.sharing, "direct_exchange", lambda *a, **k: None)
+    assert runs["simpy"] < run_program(tmp_path / "g.lair", seed=0).result.cycles
+
+
+def test_a_receiver_of_several_blocks_takes_turns(tmp_path: Path) -> None:
+    """Each PE of a row reads the blocks of the three others: no direct exchange (a
+    receiver lands one sender's block), the turns as before."""
+    lair, mapping = CASES["row_4x2_streamed"]
+    text = _turn_counts(tmp_path, lair, mapping)
+    assert "got_T + sent_T == 4" in text
+    result = run_program(tmp_path / "g.lair", seed=3)
+    assert result.comparison.verified and result.comparison.exact
