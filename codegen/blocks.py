@@ -16,6 +16,7 @@ instruction where it is not empty.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Literal
@@ -68,19 +69,10 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
                    turns: TurnOrder) -> BlockExchange | None:
     """The block protocol for ``ex``, or None where the general one is needed (partial
     sums, blocks of different sizes or shapes, receivers that keep only part of them)."""
-    if ex.reduce:
+    box = sender_block(ex)
+    if box is None:
         return None
     context = region.context()
-    produced = poly.bind_pe(ex.produced)
-    box = poly.set_box_hull(produced, affine=True)
-    if box is None or not 0 < len(box.size) <= MAX_SIMD_DIMS:
-        return None
-    if prod(box.size) > MAX_BLOCK or max(box.size) > MAX_SIMD_SIZE:
-        return None
-    exact = poly.box_set(box, produced.params())
-    exact, produced_a = poly.align_params(exact, produced)
-    if not exact.is_equal(produced_a):
-        return None
     line = {"row": same_line("E"), "column": same_line("N")}.get(ex.axis)
     if line is None:
         line = isl.Map.from_domain_and_range(region.pes(), region.pes())
@@ -93,23 +85,13 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     j = IVar(got)
     sender = normalize(ISel(Cmp(">=", j, turns.position), IBin("+", j, IConst(1)), j))
     at = turns.sender(sender)
-    origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
-    offset = local.offset_aff()
-    mine = [aff_expr(offset.get_at(d), context) for d in range(len(box.size))]
-    strides = row_major(local.size)
-
-    def base(block: list[IExpr]) -> IExpr:
-        flat: IExpr = IConst(0)
-        for o, m, stride in zip(block, mine, strides, strict=True):
-            flat = IBin("+", flat, IBin("*", IConst(stride), IBin("-", o, m)))
-        return normalize(flat)
-
+    origin, base, strides = block_addressing(local, box, context)
     land = f"land_{name}"
     send_cfg = SimdConfig(f"out_{name}_send", "copy", (box.size,),
                           SimdOperand("out", color=ex.color),
                           (SimdOperand("array", local.name, strides),))
     # A PE holding nothing sends only its end mark: receivers count it, land nothing.
-    holds = condition_of(produced.params(), context)
+    holds = condition_of(poly.bind_pe(ex.produced).params(), context)
     run = Run(send_cfg.name, ((local.name, base(origin)),))
     send = (run,) if holds is None else (If(holds, (run,)),)
     array = Array(land, local.dtype, (prod(box.size),))
@@ -125,6 +107,40 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         return None
     configs, receive = parts
     return BlockExchange((send_cfg, *configs), array, send, receive)
+
+
+def sender_block(ex: Exchange) -> poly.FixedSizeBox | None:
+    """The block each sender of ``ex`` holds, one box of one size (a function of its
+    PE) that SIMD can send, or None (partial sums, other shapes, too large)."""
+    if ex.reduce:
+        return None
+    produced = poly.bind_pe(ex.produced)
+    box = poly.set_box_hull(produced, affine=True)
+    if box is None or not 0 < len(box.size) <= MAX_SIMD_DIMS:
+        return None
+    if prod(box.size) > MAX_BLOCK or max(box.size) > MAX_SIMD_SIZE:
+        return None
+    exact, produced_a = poly.align_params(poly.box_set(box, produced.params()), produced)
+    return box if exact.is_equal(produced_a) else None
+
+
+def block_addressing(local: LocalTensor, box: poly.FixedSizeBox, context: isl.Set
+                     ) -> tuple[list[IExpr], Callable[[list[IExpr]], IExpr], tuple[int, ...]]:
+    """A sender's block (``box``, a function of its PE) in ``local``'s array: its first
+    element's coordinates, the flat base in this PE's array of a block starting at given
+    coordinates, and the array's strides."""
+    origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
+    offset = local.offset_aff()
+    mine = [aff_expr(offset.get_at(d), context) for d in range(len(box.size))]
+    strides = row_major(local.size)
+
+    def base(block: list[IExpr]) -> IExpr:
+        flat: IExpr = IConst(0)
+        for o, m, stride in zip(block, mine, strides, strict=True):
+            flat = IBin("+", flat, IBin("*", IConst(stride), IBin("-", o, m)))
+        return normalize(flat)
+
+    return origin, base, strides
 
 
 def reduce_block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,

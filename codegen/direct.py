@@ -17,21 +17,17 @@ from math import prod
 
 import islpy as isl
 
-from dtg.codegen.blocks import MAX_BLOCK
-from dtg.codegen.islast import aff_expr, condition_of, normalize, pw_aff_expr, substitute
+from dtg.codegen.blocks import block_addressing, sender_block
+from dtg.codegen.islast import condition_of, pw_aff_expr, substitute
 from dtg.codegen.routes import direct_routes
 from dtg.codegen.simd import row_major
 from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
 from dtg.mapping.memory import LocalTensor
 from dtg.pe.ir import (
-    MAX_SIMD_DIMS,
-    MAX_SIMD_SIZE,
     Array,
     Cond,
-    IBin,
     IConst,
-    IExpr,
     Route,
     Run,
     SimdConfig,
@@ -59,18 +55,10 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     """The exchange of ``ex`` without turns, or None where it does not apply: partial
     sums, blocks that are not one box of one size per sender, a receiver needing
     blocks of several others or keeping only part of one, routes that would cross."""
-    if ex.reduce:
+    box = sender_block(ex)
+    if box is None:
         return None
     context = region.context()
-    produced = poly.bind_pe(ex.produced)
-    box = poly.set_box_hull(produced, affine=True)
-    if box is None or not 0 < len(box.size) <= MAX_SIMD_DIMS:
-        return None
-    if prod(box.size) > MAX_BLOCK or max(box.size) > MAX_SIMD_SIZE:
-        return None
-    exact, produced_a = poly.align_params(poly.box_set(box, produced.params()), produced)
-    if not exact.is_equal(produced_a):
-        return None
     # receiver -> the other PEs holding what it needs
     sources = ex.needed.apply_range(ex.produced.reverse())
     identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
@@ -87,17 +75,7 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     routes = direct_routes(ex.color, sources.reverse(), context)
     if routes is None:
         return None
-    origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
-    offset = local.offset_aff()
-    mine = [aff_expr(offset.get_at(d), context) for d in range(len(box.size))]
-    strides = row_major(local.size)
-
-    def base(block: list[IExpr]) -> IExpr:
-        flat: IExpr = IConst(0)
-        for o, m, stride in zip(block, mine, strides, strict=True):
-            flat = IBin("+", flat, IBin("*", IConst(stride), IBin("-", o, m)))
-        return normalize(flat)
-
+    origin, base, strides = block_addressing(local, box, context)
     land = f"land_{name}"
     send_cfg = SimdConfig(f"out_{name}_send", "copy", (box.size,),
                           SimdOperand("out", color=ex.color),
