@@ -48,6 +48,7 @@ class DirectExchange:
     sender: Cond | None  # the PEs that send (None: every PE)
     receiver: Cond | None  # the PEs that receive a block (None: every PE)
     size: int  # elements of a block
+    receivers: isl.Set  # the PEs that receive, as values of PE_X, PE_Y
 
 
 def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
@@ -94,7 +95,8 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
         tuple(routes), (send_cfg, recv_cfg), Array(land, local.dtype, (prod(box.size),)),
         (Run(send_cfg.name, ((local.name, base(origin)),)),),
         (Run(recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),),
-        condition_of(senders, context), condition_of(receivers, context), prod(box.size))
+        condition_of(senders, context), condition_of(receivers, context), prod(box.size),
+        receivers)
 
 
 def _on_pe_params(value: isl.PwAff) -> isl.PwAff:

@@ -155,12 +155,15 @@ class Sharing(EmitterState):
         sending = (*direct.send, SendEnd(c), SetInt(sent, "=", IConst(1)))
         mine = Cmp("==", IVar(sent), IConst(0))
         total = simplify(IBin("+", _flag(direct.sender), _flag(direct.receiver)))
+        # (the sender's condition apart, on the PE alone: configure.py sets the send's
+        # SIMD configuration up only there)
+        send = If(mine, sending)
         turn = (If(Cmp("==", IVar("phase"), IConst(k)), (
-            If(mine if direct.sender is None else BoolOp("&&", direct.sender, mine),
-               sending),
+            send if direct.sender is None else If(direct.sender, (send,)),
             If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), total),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
+        self.task_pes[f"share_{t}"] = direct.receivers  # (routes deliver only there)
         self.extra_tasks += [
             Task(f"share_{t}", "data", direct.receive, c, False, direct.size,
                  direct.land.name),
