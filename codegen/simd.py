@@ -34,6 +34,7 @@ from dtg.pe.ir import (
     IExpr,
     ISel,
 )
+from dtg.pe.walk import iexpr_ops
 
 Case = Literal["base", "compressed", "box_hull", "enumerated"]
 MAX_BASE_PIECES = 12
@@ -691,27 +692,94 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
                                            for k in range(dims[0]))):
             return (f"{len(variants)} sizes, up to {per_pe} on one PE, more than the "
                     f"{MAX_SIMD_CONFIGS} configurations a PE has")
-    # The variant of an invocation: the position of its size among the variants, computed
-    # from the size expression (one dimension may vary; several are linearized).
-    if len(dims) != 1:
-        return "sizes that vary in several dimensions cannot be selected yet"
-    d = dims[0]
-    ordered = sorted(variants, key=lambda v: v[d])
-    # size = max - min + 1 per dimension; isl prints the extremes with min/max where it
-    # would print the piecewise size itself as a conditional expression.
+    ordered = sorted(variants, key=lambda v: tuple(v[d] for d in dims))
+    # (the instruction's box is the last variant's: it must hold every other one)
+    if any(v[d] > ordered[-1][d] for v in ordered for d in dims):
+        return "no size variant holds all the others"
+    extents = {d: _extent_expr(rect, d, context) for d in dims}
+    variant = _variant_of_sizes(rect, ordered, dims, context)
+    if len(dims) == 1:  # (the extent's arithmetic where it is cheaper than isl's tests)
+        arithmetic = _variant_expr(ordered, dims, extents)
+        if iexpr_ops(arithmetic) <= iexpr_ops(variant):
+            variant = arithmetic
+    length = None
+    if len(dims) == 1:
+        d = dims[0]
+        # (the dimensions before d have one value: the largest size's cut dimension is d)
+        if all(v[k] == 1 for v in variants for k in range(d)):
+            length = extents[d]
+    ids.sort(key=lambda e: tuple(e[1][d] for d in dims))
+    return tuple(ordered), variant, tuple(ids), length, over
+
+
+def _extent_expr(rect: poly.Rectangularity, d: int, context: isl.Set) -> IExpr:
+    """The box's extent in dimension ``d`` as PE code: max - min + 1 (isl prints the
+    extremes with min/max where it would print the piecewise size as a conditional)."""
     hi = pw_aff_expr(rect.maximum.get_at(d), context)
     lo = pw_aff_expr(rect.minimum.get_at(d), context)
-    if [v[d] for v in ordered] == list(range(ordered[0][d], ordered[0][d] + len(ordered))):
-        variant = normalize(IBin("-", IBin("-", hi, lo), IConst(ordered[0][d] - 1)))
-    else:  # the position of the size among the variants, by comparisons
-        extent = normalize(IBin("+", IBin("-", hi, lo), IConst(1)))
-        variant = IConst(len(ordered) - 1)
-        for k in reversed(range(len(ordered) - 1)):
-            variant = ISel(Cmp("==", extent, IConst(ordered[k][d])), IConst(k), variant)
-    # (the dimensions before d have one value: the largest size's cut dimension is d)
-    cuttable = all(v[k] == 1 for v in variants for k in range(d))
-    length = normalize(IBin("+", IBin("-", hi, lo), IConst(1))) if cuttable else None
-    return tuple(ordered), variant, tuple(sorted(ids, key=lambda e: e[1][d])), length, over
+    return normalize(IBin("+", IBin("-", hi, lo), IConst(1)))
+
+
+def _variant_expr(ordered: list[tuple[int, ...]], dims: list[int],
+                  extents: dict[int, IExpr]) -> IExpr:
+    """The position among ``ordered`` (sorted by their one varying dimension) of the size
+    the extent gives: ``extent - smallest`` where the sizes are consecutive, comparisons
+    otherwise."""
+    (d,) = dims
+    values = [v[d] for v in ordered]
+    if values == list(range(values[0], values[0] + len(values))):
+        return normalize(IBin("-", extents[d], IConst(values[0])))
+    variant: IExpr = IConst(len(ordered) - 1)
+    for k in reversed(range(len(ordered) - 1)):
+        variant = ISel(Cmp("==", extents[d], IConst(values[k])), IConst(k), variant)
+    return variant
+
+
+def _variant_of_sizes(rect: poly.Rectangularity, ordered: list[tuple[int, ...]],
+                      dims: list[int], context: isl.Set) -> IExpr:
+    """Where sizes vary in several dimensions: the position among ``ordered`` (sorted by
+    their varying ``dims``) of the size of each invocation. Where the variants are every
+    combination of their dimensions' sizes, the row-major position from one test per
+    dimension; otherwise one test of every dimension per variant."""
+    values = [sorted({v[d] for v in ordered}) for d in dims]
+    if len(ordered) != prod(len(vs) for vs in values):
+        return pw_aff_expr(_variant_function(rect, ordered, dims), context)
+    position: IExpr = IConst(0)
+    for d, vs in zip(dims, values, strict=True):
+        along = pw_aff_expr(_variant_function(rect, [(v,) * (d + 1) for v in vs], [d]),
+                            context)
+        position = IBin("+", IBin("*", position, IConst(len(vs))), along)
+    return normalize(position)
+
+
+def _variant_function(rect: poly.Rectangularity, ordered: list[tuple[int, ...]],
+                      dims: list[int]) -> isl.PwAff:
+    """Where sizes vary in several dimensions: the position among ``ordered`` of the
+    size of each invocation, as a piecewise constant of the parameters (isl then writes
+    the simplest test it knows, ``select(PE_X == 3, ...)``)."""
+    extent = rect.extent
+    params = extent.get_domain_space().params()
+    variant: isl.PwAff | None = None
+    pieces: list[isl.Set] = []
+    for sizes in ordered:
+        where = isl.Set.universe(params)
+        for d in dims:
+            e = extent.get_at(d)
+            size = isl.PwAff.val_on_domain(isl.Set.universe(e.get_domain_space()),
+                                           isl.Val.int_from_si(e.get_ctx(), sizes[d]))
+            where = where.intersect(e.eq_set(size).params())
+        pieces.append(where)
+    # (parameters the choice does not depend on are dropped from its tests: ``count``
+    # where the rows vary by PE, so the test reads ``PE_Y == 3``)
+    for d in reversed(range(params.dim(isl.dim_type.param))):
+        fewer = [w.eliminate(isl.dim_type.param, d, 1) for w in pieces]
+        if all(a.intersect(b).is_empty() for i, a in enumerate(fewer) for b in fewer[i + 1:]):
+            pieces = fewer
+    for k, where in enumerate(pieces):
+        piece = isl.PwAff.val_on_domain(where, isl.Val.int_from_si(where.get_ctx(), k))
+        variant = piece if variant is None else variant.union_add(piece)
+    assert variant is not None
+    return variant.gist_params(rect.context.params()).coalesce()
 
 
 

@@ -131,3 +131,15 @@ def test_random_halo_adapters_compute_the_program(case: dict[str, object]) -> No
         path = _halo_kernel(Path(tmp), **case)  # type: ignore[arg-type]
         outcome = run_program(path, seed=1)
         assert outcome.comparison.verified and outcome.comparison.exact, case
+
+
+def test_a_halo_whose_arrivals_isl_describes_redundantly_compiles_quickly(
+        tmp_path: Path) -> None:
+    """Drawn by the random halo family: the arrivals of windows of 5 at a stride of 4 on
+    every other column carry one existential variable per way an index is reached, and
+    the batch's SIMD analysis ran for minutes in isl (not bounded by its operation
+    limit) until the batch's context gets explicit divisions."""
+    path = _halo_kernel(tmp_path, n=125, window=5, stride=4, tile=7, pes=5, entry=6,
+                        weights=True, gap=2)
+    outcome = run_program(path, seed=1)
+    assert outcome.comparison.verified and outcome.comparison.exact

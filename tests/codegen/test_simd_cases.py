@@ -187,3 +187,19 @@ def test_many_statements_give_up_simd_in_few_rounds(monkeypatch: pytest.MonkeyPa
     assert len(emitted) <= 3
     decisions = [line for line in outcome.module.programs[0].configs]
     assert 0 < len(decisions) <= 8
+
+
+def test_sizes_varying_in_two_dimensions_are_selected_per_pe() -> None:
+    """Uneven tiles in both dimensions (a shorter last row and column of tiles): one
+    batch instruction with a variant per combination of sizes, selected by one test per
+    dimension, each PE setting up only its own."""
+    c = compile_file(EXAMPLES / "movement" / "gemv_uneven.lair")
+    assert c.arrivals is not None and c.module is not None
+    (batch,) = c.arrivals.batches
+    d = batch.decision("gemv_on_x")
+    assert d.used and d.case == "enumerated" and not d.outer_names
+    assert d.variants == ((6, 3), (6, 5), (8, 3), (8, 5))
+    (program,) = c.module.programs
+    assert configurations_per_pe(program) == 2  # the product's and the output's
+    run = run_program(EXAMPLES / "movement" / "gemv_uneven.lair")
+    assert run.comparison.verified
