@@ -7,8 +7,8 @@ operands from the decisions of :mod:`codegen.simd`. The code never enumerates PE
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -168,7 +168,7 @@ class _ComputeBuilder(Sharing, Gathering):
             main.extend(late)  # (last: it may wait for a neighbour's partial results)
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
-        arrays = tuple(self._array(a) for a in self.memory.arrays) + tuple(
+        arrays = _merged(self._array(a) for a in self.memory.arrays) + tuple(
             Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches
             if b.land.name not in self.landed_in_place) + tuple(
             self.extra_arrays)
@@ -541,3 +541,20 @@ def _simd_operand(o: Operand) -> SimdOperand:
         return SimdOperand("scalar")
     return SimdOperand("array", o.array, o.strides)
 
+
+def _merged(arrays: Iterable[Array]) -> tuple[Array, ...]:
+    """One declaration per array: a tensor computed in place in an input's array
+    (codegen.inplace) shares it, the input loaded, the result stored."""
+    merged: dict[str, Array] = {}
+    for a in arrays:
+        seen = merged.get(a.name)
+        if seen is None:
+            merged[a.name] = a
+            continue
+        assert seen.shape == a.shape and seen.dtype == a.dtype and seen.offset == a.offset
+        merged[a.name] = replace(seen, load=seen.load or a.load,
+                                 load_set=seen.load_set or a.load_set,
+                                 store=seen.store or a.store,
+                                 store_set=seen.store_set or a.store_set,
+                                 init=seen.init if seen.init is not None else a.init)
+    return tuple(merged.values())

@@ -13,6 +13,7 @@ from dtg.codegen.configure import configurations_per_pe
 from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
 from dtg.codegen.dataflow import check_data_flow
 from dtg.codegen.emit import emit
+from dtg.codegen.inplace import apply_in_place, plan_in_place
 from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
 from dtg.errors import CodegenError, CompilerBug, DtgError, UnsupportedMappingError
 from dtg.lair.frontend import Program
@@ -431,6 +432,8 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
         if stop != "memory":
             decisions, memory = simd_decisions(tg, memory, simd=simd,
                                                memory_bytes=fabric.memory_bytes)
+            memory, decisions = apply_in_place(memory, decisions,
+                                               plan_in_place(tg, memory, decisions))
             planned = None
             if simd:
                 planned, decisions, memory = _plan_batches(tg, memory, decisions,

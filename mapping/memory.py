@@ -75,7 +75,12 @@ class Memory:
         return next((a for a in self.arrays if a.tensor == tensor), None)
 
     def grown(self, tensor: str, size: tuple[int, ...], shift: tuple[int, ...]) -> Memory:
-        return Memory(tuple(a.grown(size, shift) if a.tensor == tensor else a
+        """``tensor``'s array enlarged (and with it every tensor sharing that array,
+        codegen.inplace)."""
+        local = self.of(tensor)
+        if local is None:
+            return self
+        return Memory(tuple(a.grown(size, shift) if a.name == local.name else a
                             for a in self.arrays))
 
     def format(self) -> str:

@@ -1,0 +1,144 @@
+"""Updates in place: a statement ``D[x] = S[x] + u[x] * v[x] + ...`` whose input ``S``
+no other statement reads computes in ``S``'s local array.
+
+LAIR is single assignment, so an update that C writes in place (PolyBench gemver's
+``A[i][j] = A[i][j] + u1[i] * v1[j] + ...``) becomes a new tensor, and its SIMD steps
+start with a copy of ``S`` into ``D`` (codegen.simd ``op_steps``: the copy, then one
+multiply-add per product). Where ``S`` is a resident input that only this statement
+reads, at the element it writes, and both tensors have local arrays of the same shape
+and offset on every PE, ``D`` can live in ``S``'s array: the copy is the identity and
+is dropped, and the PE holds one array instead of two. Each condition is checked with
+isl before anything changes; the data-flow check then reads the plan as usual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from dtg.codegen.simd import Operand, SimdDecision
+from dtg.mapping import poly
+from dtg.mapping.flows import TaskGraph
+from dtg.mapping.memory import LocalTensor, Memory
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """Tensor ``dst`` computed in the array of ``src`` by task ``task``."""
+
+    task: str
+    dst: str
+    src: str
+
+
+def plan_in_place(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision]
+                  ) -> tuple[InPlace, ...]:
+    """The updates that can run in place (each source used once)."""
+    found: list[InPlace] = []
+    for task in tg.tasks:
+        if task.kind != "compute" or task.statement is None or task.trigger is not None \
+                or tg.flow_of(task) is not None:
+            continue
+        d = decisions.get(task.name)
+        update = _update(tg, memory, task.statement, d)
+        if update is not None and all(u.src != update[1] for u in found):
+            found.append(InPlace(task.name, *update))
+    return tuple(found)
+
+
+def apply_in_place(memory: Memory, decisions: dict[str, SimdDecision],
+                   updates: tuple[InPlace, ...]) -> tuple[Memory, dict[str, SimdDecision]]:
+    """``D``'s local array renamed to ``S``'s, every operand of ``D`` with it, and the
+    copy dropped from each update's steps."""
+    if not updates:
+        return memory, decisions
+    rename: dict[str, str] = {}
+    arrays = list(memory.arrays)
+    for u in updates:
+        src = memory.of(u.src)
+        assert src is not None
+        for k, local in enumerate(arrays):
+            if local.tensor == u.dst:
+                arrays[k] = replace(local, array=replace(local.array, name=src.name))
+        rename[u.dst] = src.name
+    result = {name: _renamed(d, rename) for name, d in decisions.items()}
+    for u in updates:
+        d = result[u.task]
+        (op, dst, srcs, scalar), *rest = d.more
+        result[u.task] = replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar,
+                                 more=tuple(rest),
+                                 reason=d.reason + f"; in place in {u.src}'s array")
+    return Memory(tuple(arrays)), result
+
+
+def _update(tg: TaskGraph, memory: Memory, statement: str, d: SimdDecision | None
+            ) -> tuple[str, str] | None:
+    """(D, S) where the statement's first SIMD step copies resident input S into D in
+    place of an update, or None."""
+    if d is None or not d.used or d.op != "copy" or not d.more or d.extensions \
+            or d.case == "box_hull" or d.dst is None or len(d.srcs) != 1:
+        return None
+    copy_dst, copy_src = d.dst, d.srcs[0]
+    if copy_dst.kind != "array" or copy_src.kind != "array" or copy_dst.tensor is None \
+            or copy_src.tensor is None:
+        return None
+    dst, src = copy_dst.tensor, copy_src.tensor
+    if any(src == o.tensor for _, _, srcs, _ in d.more for o in srcs):
+        return None  # (a later step reads S, which D overwrites)
+    graph = tg.model.graph
+    if graph.tensor(src).role != "input" or any(f.tensor in (src, dst) for f in tg.inputs) \
+            or tg.output_flow(dst) is not None or tg.output_flow(src) is not None:
+        return None
+    if any(e.tensor in (src, dst) for e in (*tg.exchanges, *tg.reductions, *tg.combines)):
+        return None
+    readers = [s for s in tg.model.statements if any(t == src for t, _ in s.reads)]
+    writers = [s for s in tg.model.statements if s.stmt.target.tensor == dst]
+    if [s.name for s in readers] != [statement] or [s.name for s in writers] != [statement]:
+        return None
+    if sum(1 for t in tg.tasks if t.statement == statement) != 1:
+        return None
+    pstmt = tg.model.statement(statement)
+    if pstmt.stmt.op != "=" or not _same(pstmt.write, pstmt.access(src)):
+        return None
+    local_src, local_dst = memory.of(src), memory.of(dst)
+    if local_src is None or local_dst is None or not _same_layout(local_src, local_dst):
+        return None
+    if copy_dst.strides != copy_src.strides or copy_dst.base_isl is None \
+            or copy_src.base_isl is None or not _same(copy_dst.base_isl, copy_src.base_isl):
+        return None
+    return dst, src
+
+
+def _same_layout(a: LocalTensor, b: LocalTensor) -> bool:
+    return a.dtype == b.dtype and a.size == b.size and a.resident_input \
+        and not a.resident_output and _same(a.offset_aff(), b.offset_aff()) \
+        and _same(a.pes, b.pes)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal isl objects (sets, maps, piecewise or multi affine functions) by meaning,
+    parameters aligned and the names of the tensors they point into ignored."""
+    x, y = poly.align_params(a, b)  # type: ignore[type-var]
+    if isinstance(x, isl.MultiAff):
+        x, y = (isl.MultiPwAff.from_multi_aff(m.reset_tuple_id(isl.dim_type.out))
+                for m in (x, y))
+    elif isinstance(x, isl.Map):
+        x, y = (m.reset_tuple_id(isl.dim_type.out) for m in (x, y))
+    return bool(x.is_equal(y))  # type: ignore[attr-defined]
+
+
+def _renamed(d: SimdDecision, rename: dict[str, str]) -> SimdDecision:
+    """``d`` with the operands of renamed tensors in their new arrays."""
+    if not d.used or not rename:
+        return d
+
+    def op(o: Operand | None) -> Operand | None:
+        if o is None or o.tensor not in rename:
+            return o
+        return replace(o, array=rename[o.tensor])
+
+    more = tuple((name, op(dst), tuple(op(s) for s in srcs), scalar)
+                 for name, dst, srcs, scalar in d.more)
+    return replace(d, dst=op(d.dst), srcs=tuple(op(s) for s in d.srcs),  # type: ignore[arg-type]
+                   more=more)  # type: ignore[arg-type]
