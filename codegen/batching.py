@@ -67,7 +67,6 @@ KEEP_PER_WAVELET = 1  # storing an arriving element where it is kept (+1: a spar
 MAX_KEEP_VARIANTS = 4  # sizes of the kept part of a batch (one SIMD variant each)
 KEEP_EFFORT = 200_000
 MAX_SIZE_POINTS = 4096
-SIMPLIFY_EFFORT = 200_000  # isl operations for explicit divisions of a batch's context
 
 
 @dataclass(frozen=True)
@@ -411,11 +410,8 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
     else:
         context = poly.batch_starts(flow.arrival_context(), first, last, size, poly.INDEX,
                                     COUNT)
-    # (the arrivals of overlapping windows carry one existential variable per way an
-    # index can be reached, which isl copies into every set derived from them until an
-    # analysis runs for minutes: explicit divisions where isl finds them cheaply)
-    context = poly.within_effort(SIMPLIFY_EFFORT, lambda: context.compute_divs().coalesce()
-                                 ) or context
+    context = poly.simplified(context)  # (halo windows: one existential per way an
+    # index is reached, which made the SIMD analysis run for minutes)
     land = _sized(land, size)
     view = Memory((land, *memory.arrays))
     batched: list[Task] = []

@@ -109,14 +109,15 @@ class InputFlow:
 
     def arrivals(self) -> isl.Map:
         """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
-        return self.reaching().reverse().apply_range(self.order).coalesce()
+        return poly.simplified(self.reaching().reverse().apply_range(self.order).coalesce())
 
     def arrival_context(self) -> isl.Set:
         """The (PE_X, PE_Y, index...) combinations that occur: the context of task code."""
         arrivals = self.arrivals()
         bound = arrivals.bind_range(poly.multi_id(arrivals.get_space().range(),
                                                   poly.index_names(self.index_dims)))
-        return bound.bind(poly.multi_id(bound.get_space(), poly.PE_NAMES)).params()
+        return poly.simplified(
+            bound.bind(poly.multi_id(bound.get_space(), poly.PE_NAMES)).params())
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ class _Parametric(Protocol):
 _P = TypeVar("_P", bound=_Parametric)
 _Q = TypeVar("_Q", bound=_Parametric)
 _T = TypeVar("_T")
+_S = TypeVar("_S", isl.Set, isl.Map)
 
 
 def _param_names(obj: _Parametric) -> tuple[str, ...]:
@@ -1184,6 +1185,18 @@ def within_effort(operations: int, attempt: Callable[[], _T]) -> _T | None:
     finally:
         ctx.set_max_operations(outer)
         ctx.reset_operations()
+
+
+SIMPLIFY_EFFORT = 200_000  # isl operations for explicit divisions of a set or map
+
+
+def simplified(obj: _S) -> _S:
+    """``obj`` with its existential variables made explicit divisions where isl finds
+    them within a small effort: a stream's arrivals over a placement like
+    ``PE[2, 1 + q + 2*a]`` carry existentials (``0 < PE_Y <= 4`` said with four
+    of them) that isl copies into every set derived from them, until an analysis (a
+    batch's starts, its SIMD decision) runs for minutes; otherwise ``obj`` as it is."""
+    return within_effort(SIMPLIFY_EFFORT, lambda: obj.compute_divs().coalesce()) or obj
 
 
 @contextmanager
