@@ -14,6 +14,7 @@ isl before anything changes; the data-flow check then reads the plan as usual.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import islpy as isl
 
@@ -90,7 +91,9 @@ def _update(tg: TaskGraph, memory: Memory, statement: str, d: SimdDecision | Non
     if graph.tensor(src).role != "input" or any(f.tensor in (src, dst) for f in tg.inputs) \
             or tg.output_flow(dst) is not None or tg.output_flow(src) is not None:
         return None
-    if any(e.tensor in (src, dst) for e in (*tg.exchanges, *tg.reductions, *tg.combines)):
+    moved = {e.tensor for e in tg.exchanges} | {r.tensor for r in (*tg.reductions,
+                                                                    *tg.combines)}
+    if src in moved or dst in moved:
         return None
     readers = [s for s in tg.model.statements if any(t == src for t, _ in s.reads)]
     writers = [s for s in tg.model.statements if s.stmt.target.tensor == dst]
@@ -116,16 +119,16 @@ def _same_layout(a: LocalTensor, b: LocalTensor) -> bool:
         and _same(a.pes, b.pes)
 
 
-def _same(a: object, b: object) -> bool:
+def _same(a: Any, b: Any) -> bool:
     """Equal isl objects (sets, maps, piecewise or multi affine functions) by meaning,
     parameters aligned and the names of the tensors they point into ignored."""
-    x, y = poly.align_params(a, b)  # type: ignore[type-var]
+    x, y = poly.align_params(a, b)
     if isinstance(x, isl.MultiAff):
         x, y = (isl.MultiPwAff.from_multi_aff(m.reset_tuple_id(isl.dim_type.out))
                 for m in (x, y))
     elif isinstance(x, isl.Map):
         x, y = (m.reset_tuple_id(isl.dim_type.out) for m in (x, y))
-    return bool(x.is_equal(y))  # type: ignore[attr-defined]
+    return bool(x.is_equal(y))
 
 
 def _renamed(d: SimdDecision, rename: dict[str, str]) -> SimdDecision:
@@ -133,12 +136,12 @@ def _renamed(d: SimdDecision, rename: dict[str, str]) -> SimdDecision:
     if not d.used or not rename:
         return d
 
-    def op(o: Operand | None) -> Operand | None:
-        if o is None or o.tensor not in rename:
+    def op(o: Operand) -> Operand:
+        if o.tensor not in rename:
             return o
         return replace(o, array=rename[o.tensor])
 
     more = tuple((name, op(dst), tuple(op(s) for s in srcs), scalar)
                  for name, dst, srcs, scalar in d.more)
-    return replace(d, dst=op(d.dst), srcs=tuple(op(s) for s in d.srcs),  # type: ignore[arg-type]
-                   more=more)  # type: ignore[arg-type]
+    return replace(d, dst=None if d.dst is None else op(d.dst),
+                   srcs=tuple(op(s) for s in d.srcs), more=more)
