@@ -8,7 +8,14 @@ from dataclasses import dataclass
 import islpy as isl
 
 from dtg.codegen.cost import costs
-from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
+from dtg.codegen.islast import (
+    condition_of,
+    normalize,
+    pw_aff_expr,
+    substitute,
+    substitute_cond,
+    substitute_stmts,
+)
 from dtg.codegen.stmtutil import and_cond, guarded
 from dtg.mapping import poly
 from dtg.mapping.flows import InputFlow, TaskGraph, unsupported
@@ -60,11 +67,11 @@ def adapter_programs(tg: TaskGraph, *, batched: bool = True) -> list[PeProgram]:
         tasks: list[Task] = [Task("main", "main", ())]
         for flow in flows:
             r, i, t = _spread(flow)
-            plan = adapter_window(flow) if batched else None
+            dtype = tg.model.graph.tensor(flow.tensor).dtype
+            plan = adapter_window(flow, dtype) if batched else None
             variants = sum(len(c.variants) for c in configs)
             if plan is not None and variants + max(1, len(plan.parts)) <= costs(
                     ).max_simd_configs:
-                dtype = tg.model.graph.tensor(flow.tensor).dtype
                 i, t, arr, cfg = _batched_spread(flow, plan, dtype)
                 arrays.append(arr)
                 configs.append(cfg)
@@ -105,10 +112,11 @@ class SpreadBatches:
 
 
 MAX_PART_SIZES = 4  # SIMD variants a halo adapter sets up for its parts
+MAX_WHOLE_STREAM = 64  # the longest stream an adapter lands as one batch
 HALO_BATCHES = (8, 16, 32, 64)  # besides the window's length and its stride
 
 
-def adapter_window(flow: InputFlow) -> SpreadBatches | None:
+def adapter_window(flow: InputFlow, dtype: str = "float32") -> SpreadBatches | None:
     """How the adapter line of ``flow`` takes it in batches, or None where it keeps one
     task per wavelet: not every line sends one window of consecutive indices re-indexed
     from 0, or (halos) no batch size keeps the parts' sizes few."""
@@ -117,12 +125,37 @@ def adapter_window(flow: InputFlow) -> SpreadBatches | None:
         return None
     length, first, last, aligned = window
     if aligned:
-        return SpreadBatches(length, first, last, length, True)
+        # a batch per window, or the whole stream as one batch: with a batch per window
+        # the stream waits on every adapter of the line for each batch's task
+        own = SpreadBatches(length, first, last, length, True,
+                            cycles=_aligned_cycles(flow, length, dtype))
+        total = _stream_length(flow)
+        whole = _halo_plan(flow, length, first, last, total, dtype) if length < total <= \
+            MAX_WHOLE_STREAM else None
+        return whole if whole is not None and whole.cycles < own.cycles else own
     if flow.kind != "dense":
         return None
     plans = [p for size in _halo_sizes(flow, length, first)
-             if (p := _halo_plan(flow, length, first, last, size)) is not None]
+             if (p := _halo_plan(flow, length, first, last, size, dtype)) is not None]
     return min(plans, key=lambda p: (p.cycles, p.size), default=None)
+
+
+def _aligned_cycles(flow: InputFlow, length: int, dtype: str) -> int:
+    """Predicted busy cycles of a line over the stream with a batch per window: every
+    batch dispatched, tested (and a sparse one's landing array cleared), one sent."""
+    c = costs()
+    total = _stream_length(flow)
+    per_batch = c.task_dispatch + 3 * c.scalar_op + _clearing(flow, length, dtype)
+    return total + -(-total // length) * per_batch + c.simd_startup + length + c.simd_config
+
+
+def _clearing(flow: InputFlow, size: int, dtype: str) -> int:
+    """Cycles a sparse batch's task spends clearing its landing array (pe docs; none
+    where the whole stream is one window)."""
+    if flow.kind != "sparse" or size >= _stream_length(flow):
+        return 0
+    c = costs()
+    return c.simd_startup + -(-size // c.simd_width(dtype, "fill"))
 
 
 def _line_window(flow: InputFlow) -> tuple[int, isl.PwAff, isl.PwAff, bool] | None:
@@ -178,11 +211,17 @@ def _line_window(flow: InputFlow) -> tuple[int, isl.PwAff, isl.PwAff, bool] | No
 
 
 def _stream_length(flow: InputFlow) -> int:
-    """The wavelets of a dense one-dimensional stream (its indices are consecutive)."""
+    """The wavelets of a dense one-dimensional stream (its indices are consecutive), or
+    the indices a sparse one's may take (from 0 to its last)."""
+    last = poly.greatest(poly.param_pw_aff(poly.bind_order(flow.order).params(), poly.INDEX))
+    return int(last.to_python()) - _index_base(flow) + 1
+
+
+def _index_base(flow: InputFlow) -> int:
+    """The first index of a dense stream; a sparse stream's windows count from 0."""
     a = flow.adapter
     assert a is not None
-    last = poly.greatest(poly.param_pw_aff(poly.bind_order(flow.order).params(), poly.INDEX))
-    return int(last.to_python()) - a.index_base[0] + 1
+    return a.index_base[0] if flow.kind == "dense" else 0
 
 
 def _halo_sizes(flow: InputFlow, length: int, first: isl.PwAff) -> list[int]:
@@ -202,8 +241,8 @@ def _halo_sizes(flow: InputFlow, length: int, first: isl.PwAff) -> list[int]:
     return sorted(s for s in sizes if 2 <= s <= min(64, total))
 
 
-def _halo_plan(flow: InputFlow, length: int, first: isl.PwAff, last: isl.PwAff, size: int
-               ) -> SpreadBatches | None:
+def _halo_plan(flow: InputFlow, length: int, first: isl.PwAff, last: isl.PwAff, size: int,
+               dtype: str) -> SpreadBatches | None:
     """Batches of ``size`` wavelets against windows that overlap or straddle them: the
     sizes of the parts a line sends (at most :data:`MAX_PART_SIZES`) and the line's
     predicted busy cycles over the stream."""
@@ -219,7 +258,8 @@ def _halo_plan(flow: InputFlow, length: int, first: isl.PwAff, last: isl.PwAff, 
     # While the line's task runs, the stream waits: every batch tests whether it holds a
     # part of the window (a line has at most ceil(L / size) + 1), each sent by SIMD.
     c = costs()
-    per_batch = c.task_dispatch + (1 + cond_ops(own)) * c.scalar_op
+    per_batch = c.task_dispatch + (1 + cond_ops(own)) * c.scalar_op + _clearing(flow, size,
+                                                                              dtype)
     per_part = c.simd_startup + iexpr_ops(offset) * c.scalar_op
     if len(sizes) > 1:
         variant, sets = _variant_of(part_size, sizes, "v")
@@ -261,7 +301,7 @@ def _halo_parts(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: int
     ctx = first.get_ctx()
     counter = f"n_{flow.name}"
     total = _stream_length(flow)
-    base = a.index_base[0]
+    base = _index_base(flow)
 
     def val(v: int) -> isl.Val:
         return isl.Val.int_from_si(ctx, v)
@@ -335,11 +375,15 @@ def _batched_spread(flow: InputFlow, plan: SpreadBatches, dtype: str
                             [Run(name, ((land, IConst(0)),))]))
     else:
         config = SimdConfig(name, "copy", tuple((k,) for k in plan.parts),
-                            SimdOperand("out", color=flow.color),
+                            SimdOperand("out", color=flow.color, indexed=sparse),
                             (SimdOperand("array", land, (1,)),))
         halo = _halo_parts(flow, first, plan.last, plan.size)
         assert halo is not None
         own, size, offset = halo.expressions()
+        if sparse:  # (a sparse batch's window starts at ``index``, not at a counter)
+            at: dict[str, IExpr] = {counter: IVar("index")}
+            own, size, offset = (substitute_cond(own, at), substitute(size, at),
+                                 substitute(offset, at))
         variant = None
         sent: list[Stmt] = []
         if len(plan.parts) > 1:
@@ -350,8 +394,10 @@ def _batched_spread(flow: InputFlow, plan: SpreadBatches, dtype: str
     if not sparse:
         ints.append(IntVar(counter))
         body.append(SetInt(counter, "+=", IVar(COUNT)))
+    # (a sparse stream landed whole is one window: the image's zeros, never cleared)
+    once = sparse and plan.size >= _stream_length(flow)
     tasks = [Task(f"spread_{flow.name}", "data", tuple(body), a.in_color, sparse, plan.size,
-                  land)]
+                  land, once)]
     tasks.append(Task(f"end_{flow.name}", "control", guarded(in_span, [SendEnd(flow.color)]),
                       a.in_color))
     return ints, tasks, Array(land, dtype, (plan.size,)), config

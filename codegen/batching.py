@@ -217,7 +217,8 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
             keep_cycles(flow, local, tg.compute.context(), varying)
     every = None if pw_cost is None or length is None else length * max(1, pw_cost)
     groups = _groups(flow)
-    period = 1 if flow.adapter is None or (enabled and adapter_window(flow) is not None) \
+    period = 1 if flow.adapter is None or (enabled and adapter_window(
+        flow, tg.model.graph.tensor(flow.tensor).dtype) is not None) \
         else dispatch() + ADAPTER_WORK
     pw_cycles = None
     if every is not None and length is not None and pw_cost is not None:

@@ -8,10 +8,12 @@ import islpy as isl
 
 from dtg.codegen.islast import normalize
 from dtg.mapping import poly
-from dtg.pe.ir import BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
+from dtg.pe.ir import BConst, BoolOp, Cond, IBin, IConst, IExpr, If, Stmt
 
 
 def and_cond(a: Cond | None, b: Cond | None) -> Cond | None:
+    """``a && b``, where None (and ``true``) is no condition."""
+    a, b = (None if c == BConst(True) else c for c in (a, b))
     if a is None:
         return b
     if b is None:

@@ -24,12 +24,40 @@ def _adapter_text(path: Path, arrival: str) -> str:
 
 
 def test_ff_adapters_send_their_window_by_one_simd_instruction() -> None:
+    """x[4 PE_X .. 4 PE_X + 3] goes down line PE_X, re-indexed 0 .. 3 (eq. (5)). The
+    16 elements land whole in every adapter (one window, never cleared): with a batch
+    per window, each adapter's task for every window held the stream up on the line."""
     text = _adapter_text(EXAMPLES / "fc" / "ff.lair", "batched")
-    # x[4 PE_X .. 4 PE_X + 3] goes down line PE_X, re-indexed 0 .. 3 (eq. (5))
-    assert "task spread_x data color 0 sparse batch 4 land land_x" in text
+    assert "task spread_x data color 0 sparse batch 16 land land_x once" in text
     assert "out(1, index) = land_x[i0]" in text
-    assert "if (index == 4 * PE_X)" in text
+    assert "run spread_x_send {land_x: 4 * PE_X};" in text
     assert "send(" not in text.replace("send_end(", "")
+
+
+@pytest.mark.parametrize("kind", ["sparse", "dense"])
+def test_adapters_land_a_short_stream_whole_and_a_long_one_by_windows(
+        tmp_path: Path, kind: str) -> None:
+    """Aligned windows: the whole stream as one batch where it is short (up to 64
+    wavelets) and predicted faster, a batch per window beyond; both compute the
+    program."""
+    for n in (32, 128):
+        here = tmp_path / f"{kind}{n}"
+        here.mkdir()
+        (here / "g.lair").write_text(
+            f"let M = 32, N = {n}\nlair g<T=float16>(M, N):\n  T W[M][N], T x[N] -> T y[M]\n"
+            "{\n  all (i, j) in (M, N)\n    y[i] += W[i][j] * x[j]\n}\n")
+        tile = n // 4
+        (here / "g.map").write_text(
+            "rectangle { PE[4, 5] }\n"
+            f"placement {{ g[i, j] -> PE[j//{tile}, 1 + i//8] }}\n"
+            f"input  x {kind} {{ x[j = 0:{n - 1}] -> [PE[0, -1] -> index[j]] }}\n"
+            "input  W resident\n"
+            "output y dense { y[i = 0:31] -> [PE[4, 1 + i//8] -> index[i mod 8]] }\n")
+        text = _adapter_text(here / "g.lair", "batched")
+        batch = n if n <= 64 else tile
+        assert f"batch {batch} land land_x" in text, text
+        outcome = run_program(here / "g.lair", seed=n)
+        assert outcome.comparison.verified and outcome.comparison.exact
 
 
 def test_per_wavelet_adapters_are_the_papers() -> None:
@@ -45,7 +73,7 @@ def test_a_dense_stream_through_batched_adapters_computes_the_program(tmp_path: 
     assert dense != mapping
     (tmp_path / "ff.map").write_text(dense)
     text = _adapter_text(tmp_path / "ff.lair", "batched")
-    assert "if (n_x == 4 * PE_X)" in text and "n_x += count;" in text
+    assert "batch 16 land land_x {" in text and "{land_x: 4 * PE_X}" in text
     batched = run_program(tmp_path / "ff.lair", seed=3)
     per_wavelet = run_program(tmp_path / "ff.lair", seed=3, arrival="per-wavelet")
     assert batched.comparison.verified and batched.comparison.exact
