@@ -144,12 +144,12 @@ class _ComputeBuilder(Sharing, Gathering):
             if flows:
                 self.ints.append(IntVar("pending"))
             late: list[Stmt] = []
+            idle = False  # (some PE no flow reaches: it finishes at once)
+            if flows:
+                pending, idle = self._pending(flows)
+                main.append(SetInt("pending", "=", pending))
             for flow in flows:
                 self._input_routes(flow)
-                reach = condition_of(pe_condition_set(flow.lines), self.region.context())
-                groups = IConst(flow.groups) if isinstance(flow.groups, int) else pw_aff_expr(
-                    flow.groups, self.region.context())
-                main.extend(guarded(reach, [SetInt("pending", "+=", groups)]))
                 ended = [s for f, out in early if f is flow for s in self._output(out)]
                 if ended:
                     context = self.region.context()
@@ -161,7 +161,9 @@ class _ComputeBuilder(Sharing, Gathering):
                 tasks.extend(self._flow_tasks(flow, [Activate("finish")] if finish else [],
                                               counted=True, ended=ended))
             if finish and flows:
-                main.append(If(Cmp("==", IVar("pending"), IConst(0)), (Activate("finish"),)))
+                if idle:
+                    main.append(If(Cmp("==", IVar("pending"), IConst(0)),
+                                   (Activate("finish"),)))
                 tasks.append(Task("finish", "local", tuple(finish)))
             elif finish:
                 main.extend(finish)
@@ -175,6 +177,30 @@ class _ComputeBuilder(Sharing, Gathering):
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
                          arrays, tuple(self.ints), tuple(self.routes), tuple(self.configs),
                          tuple(tasks))
+
+    def _pending(self, flows: Sequence[InputFlow]) -> tuple[IExpr, bool]:
+        """The end marks a PE waits for before its work is done: the sum over the flows
+        that reach it of their groups, as one piecewise expression of the PE (isl's
+        tests, not a guarded addition per flow); and whether it is 0 on some PE."""
+        context = self.region.context()
+        zero = isl.PwAff.val_on_domain(context, isl.Val.zero(context.get_ctx()))
+        total = zero
+        for flow in flows:
+            lines = pe_condition_set(flow.lines)
+            lines, there = poly.align_params(lines, context)
+            lines = lines.intersect(there)
+            if isinstance(flow.groups, int):
+                groups = isl.PwAff.val_on_domain(
+                    lines, isl.Val.int_from_si(context.get_ctx(), flow.groups))
+            else:
+                groups = flow.groups.align_params(lines.get_space()).intersect_domain(lines)
+            rest = zero.align_params(lines.get_space()).intersect_domain(
+                there.subtract(lines))
+            groups, total = poly.align_params(groups.union_add(rest), total)
+            total = total.add(groups)
+        total = total.coalesce()
+        idle = not total.eq_set(zero.align_params(total.get_space())).is_empty()
+        return pw_aff_expr(total, context), idle
 
     # -------------------------------------------------------------- arrays
 

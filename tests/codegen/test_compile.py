@@ -9,7 +9,7 @@ from pathlib import Path
 
 import islpy as isl
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
 from dtg.codegen.driver import compile_file, main
 from dtg.codegen.pipeline import Compilation
@@ -19,7 +19,9 @@ from dtg.lair.frontend import program_from_text
 from dtg.mapping.spec import parse_mapping
 from dtg.mapping.tasks import build_task_graph
 from dtg.mapping.validate import validate_mapping
+from dtg.pe.ir import SetInt
 from dtg.pe.printer import module as print_module
+from dtg.pesim.run import run_program
 
 PARAMS = "[PE_X, PE_Y, index]"
 
@@ -196,3 +198,21 @@ def test_the_mlp_hidden_vector_goes_straight_to_its_readers() -> None:
     text = print_module(c.module)
     assert "== 4" not in text and "task share_a data color" in text
     assert "route 2: S -> RAMP" in text
+
+
+def test_the_end_marks_a_pe_waits_for_are_one_expression_of_the_pe() -> None:
+    """x reaches each column's product and, on the last column, each row's residual
+    add: the PEs of the last column but its bottom one wait for two streams' end marks,
+    the others for one. main sets that count once (isl's test on the PE), where it
+    added each stream's marks under its own condition before (residual_mv 157 -> 142
+    cycles)."""
+    path = ROOT / "benchmarks" / "kernels" / "residual_mv.lair"
+    c = compile_file(path)
+    assert c.module is not None
+    (program,) = [p for p in c.module.programs if p.name == "compute"]
+    main = next(t for t in program.tasks if t.kind == "main")
+    counts = [s for s in main.body if isinstance(s, SetInt) and s.name == "pending"]
+    assert len(counts) == 1 and counts[0].op == "="
+    assert all(not isinstance(s, SetInt) for s in main.body if s is not counts[0])
+    outcome = run_program(path, seed=2)
+    assert outcome.comparison.verified and outcome.comparison.exact
