@@ -141,13 +141,15 @@ class _ComputeBuilder(Sharing, Gathering):
             if finish and not (isinstance(elsewhere, BConst) and not elsewhere.value):
                 main.extend(guarded(elsewhere, finish))
         else:
-            if flows:
-                self.ints.append(IntVar("pending"))
             late: list[Stmt] = []
             idle = False  # (some PE no flow reaches: it finishes at once)
             if flows:
                 pending, idle = self._pending(flows)
-                main.append(SetInt("pending", "=", pending))
+                if isinstance(pending, IConst):  # (the same on every PE: in the image)
+                    self.ints.append(IntVar("pending", pending.value))
+                else:
+                    self.ints.append(IntVar("pending"))
+                    main.append(SetInt("pending", "=", pending))
             for flow in flows:
                 self._input_routes(flow)
                 ended = [s for f, out in early if f is flow for s in self._output(out)]
