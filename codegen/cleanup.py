@@ -1,4 +1,5 @@
-"""Counters nothing reads are not kept: their updates cost cycles on every arrival.
+"""Counters nothing reads are not kept: their updates cost cycles on every arrival;
+adjacent tests of one condition are one test.
 
 The emitter keeps generic bookkeeping (a dense stream's arrival counter ``n_x``, a
 group counter) whether or not the task's code ends up reading it: where the SIMD
@@ -104,3 +105,45 @@ def _fexpr_reads(e: FExpr) -> Iterator[str]:
             yield from _fexpr_reads(rhs)
         case FNeg(operand):
             yield from _fexpr_reads(operand)
+
+
+def assigned(body: tuple[Stmt, ...]) -> set[str]:
+    """The integers ``body`` assigns, loop variables included."""
+    names: set[str] = set()
+    for s in body:
+        match s:
+            case SetInt(name, _, _):
+                names.add(name)
+            case If(_, then, orelse):
+                names |= assigned(then) | assigned(orelse)
+            case For(var, _, _, inner):
+                names |= {var} | assigned(inner)
+    return names
+
+
+def merge_adjacent_ifs(program: PeProgram) -> PeProgram:
+    """``program`` with each run of adjacent ``if (c) {a} if (c) {b}`` (no ``else``, and
+    ``a`` assigning nothing ``c`` reads) as ``if (c) {a b}``: the emitter writes each
+    statement's or output's part under its own condition, which are often the same
+    (the PEs at the end of a chain), and every test costs a branch and its
+    operations."""
+    return replace(program, tasks=tuple(replace(t, body=_merged(t.body))
+                                        for t in program.tasks))
+
+
+def _merged(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    out: list[Stmt] = []
+    for s in body:
+        match s:
+            case If(cond, then, orelse):
+                s = If(cond, _merged(then), _merged(orelse))
+            case For(var, lo, hi, inner):
+                s = For(var, lo, hi, _merged(inner))
+        prev = out[-1] if out else None
+        if isinstance(s, If) and isinstance(prev, If) and prev.cond == s.cond \
+                and not prev.orelse and not s.orelse \
+                and not (set(cond_names(s.cond)) & assigned(prev.then)):
+            out[-1] = If(s.cond, prev.then + s.then, ())
+        else:
+            out.append(s)
+    return tuple(out)

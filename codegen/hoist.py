@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from dtg.codegen.cleanup import reads
+from dtg.codegen.cleanup import assigned, reads
 from dtg.codegen.islast import linear_sum, linear_terms, normalize
 from dtg.pe.ir import (
     BoolOp,
@@ -226,18 +226,6 @@ class Hoister:
         return s
 
 
-def assigned(body: tuple[Stmt, ...]) -> set[str]:
-    """The integers ``body`` assigns, loop variables included."""
-    names: set[str] = set()
-    for s in body:
-        match s:
-            case SetInt(name, _, _):
-                names.add(name)
-            case If(_, then, orelse):
-                names |= assigned(then) | assigned(orelse)
-            case For(var, _, _, inner):
-                names |= {var} | assigned(inner)
-    return names
 
 
 def shared_parts(sets: list[SetInt], prefix: str) -> tuple[list[SetInt], list[SetInt]]:

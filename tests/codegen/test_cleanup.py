@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dtg.codegen.cleanup import drop_unread_ints
+from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs
 from dtg.pe.parser import parse_module
 from dtg.pe.printer import program as program_text
 
@@ -74,3 +74,47 @@ output y dense { y[i = 0:15] -> [PE[-1, i//8] -> index[i mod 8]] }
     for seed in (0, 1):
         result = run_program(tmp_path / "g.lair", seed=seed)
         assert result.comparison.verified and result.comparison.exact
+
+
+MERGE = """
+module m
+mesh PE[2, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  array float32 a[4];
+  int k = 0;
+  task main {
+    if (PE_X == 1) {
+      a[0] = 1.0;
+    }
+    if (PE_X == 1) {
+      a[1] = 2.0;
+    }
+    if (k == 0) {
+      k = 1;
+    }
+    if (k == 0) {
+      a[2] = 3.0;
+    }
+    if (PE_X == 0) {
+      a[3] = 4.0;
+    } else {
+      a[3] = 5.0;
+    }
+    if (PE_X == 0) {
+      a[0] = 6.0;
+    }
+  }
+}
+"""
+
+
+def test_adjacent_tests_of_one_condition_are_one_test() -> None:
+    """Merged where nothing in between changes the condition; not where the first body
+    assigns what the condition reads, nor after an ``else``."""
+    program = merge_adjacent_ifs(parse_module(MERGE).programs[0])
+    text = program_text(program)
+    assert text.count("if (PE_X == 1)") == 1
+    assert "a[0] = 1.0;\n      a[1] = 2.0;" in text
+    assert text.count("if (k == 0)") == 2
+    assert text.count("if (PE_X == 0)") == 2
