@@ -119,6 +119,10 @@ class Gathering(EmitterState):
             (*cond(even, last, minus=(zero,)), None, second_c),
             (*cond(odd, last), None, first_c),
         ]
+        if self.tg.model.graph.tensor(red.tensor).role == "internal":
+            # (the conditions are exclusive: where the totals are read on, the last PEs
+            # go on working after the chain, so they are tested right after its first)
+            roles = [roles[0], roles[3], roles[4], roles[1], roles[2]]
         cases: list[tuple[Cond | None, Sequence[Stmt]]] = []
         for exists, when, send_color, recv_color in roles:
             if not exists:

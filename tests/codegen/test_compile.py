@@ -20,6 +20,7 @@ from dtg.mapping.spec import parse_mapping
 from dtg.mapping.tasks import build_task_graph
 from dtg.mapping.validate import validate_mapping
 from dtg.pe.ir import SetInt
+from dtg.pe.printer import task as task_text
 from dtg.pe.printer import module as print_module
 from dtg.pesim.run import run_program
 
@@ -215,4 +216,18 @@ def test_the_end_marks_a_pe_waits_for_are_one_expression_of_the_pe() -> None:
     assert len(counts) == 1 and counts[0].op == "="
     assert all(not isinstance(s, SetInt) for s in main.body if s is not counts[0])
     outcome = run_program(path, seed=2)
+    assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_a_chain_whose_totals_are_read_on_tests_its_last_pe_early() -> None:
+    """Bias and ReLU run on the last PE of each row after the partial sums meet there:
+    its role is tested right after the chain's first (it was the last of four tests)."""
+    path = ROOT / "benchmarks" / "kernels" / "mv_bias_relu.lair"
+    c = compile_file(path)
+    assert c.module is not None
+    (program,) = [p for p in c.module.programs if p.name == "compute"]
+    end = "\n".join(task_text(next(t for t in program.tasks if t.name == "end_x")))
+    tests = [line.strip() for line in end.splitlines() if line.strip().startswith("if (")]
+    assert tests[:2] == ["if (PE_X == 0) {", "if (PE_X == 3) {"], tests
+    outcome = run_program(path, seed=4)
     assert outcome.comparison.verified and outcome.comparison.exact
