@@ -20,8 +20,8 @@ from dtg.mapping.spec import parse_mapping
 from dtg.mapping.tasks import build_task_graph
 from dtg.mapping.validate import validate_mapping
 from dtg.pe.ir import SetInt
-from dtg.pe.printer import task as task_text
 from dtg.pe.printer import module as print_module
+from dtg.pe.printer import task as task_text
 from dtg.pesim.run import run_program
 
 PARAMS = "[PE_X, PE_Y, index]"
