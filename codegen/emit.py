@@ -580,7 +580,8 @@ def _merged(arrays: Iterable[Array]) -> tuple[Array, ...]:
         if seen is None:
             merged[a.name] = a
             continue
-        assert seen.shape == a.shape and seen.dtype == a.dtype and seen.offset == a.offset
+        if seen.shape != a.shape or seen.dtype != a.dtype:  # (inplace checks the layouts)
+            raise CompilerBug(f"two tensors share array {a.name} with different shapes")
         merged[a.name] = replace(seen, load=seen.load or a.load,
                                  load_set=seen.load_set or a.load_set,
                                  store=seen.store or a.store,

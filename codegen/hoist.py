@@ -226,8 +226,6 @@ class Hoister:
         return s
 
 
-
-
 def shared_parts(sets: list[SetInt], prefix: str) -> tuple[list[SetInt], list[SetInt]]:
     """Subexpressions computed more than once by ``sets``, each assigned to an ``int``
     (``prefix`` + number) first, in an order where each reads only earlier ones; and

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import count
 
-from dtg.codegen.hoist import Hoister, assigned
+from dtg.codegen.cleanup import assigned
+from dtg.codegen.hoist import Hoister
 from dtg.pe.ir import For, If, IntVar, PeProgram, SetInt, Stmt
 
 

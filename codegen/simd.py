@@ -743,30 +743,30 @@ def _variant_of_sizes(rect: poly.Rectangularity, ordered: list[tuple[int, ...]],
     dimension; otherwise one test of every dimension per variant."""
     values = [sorted({v[d] for v in ordered}) for d in dims]
     if len(ordered) != prod(len(vs) for vs in values):
-        return pw_aff_expr(_variant_function(rect, ordered, dims), context)
+        return pw_aff_expr(_variant_function(
+            rect, [{d: v[d] for d in dims} for v in ordered]), context)
     position: IExpr = IConst(0)
     for d, vs in zip(dims, values, strict=True):
-        along = pw_aff_expr(_variant_function(rect, [(v,) * (d + 1) for v in vs], [d]),
-                            context)
+        along = pw_aff_expr(_variant_function(rect, [{d: v} for v in vs]), context)
         position = IBin("+", IBin("*", position, IConst(len(vs))), along)
     return normalize(position)
 
 
-def _variant_function(rect: poly.Rectangularity, ordered: list[tuple[int, ...]],
-                      dims: list[int]) -> isl.PwAff:
-    """Where sizes vary in several dimensions: the position among ``ordered`` of the
-    size of each invocation, as a piecewise constant of the parameters (isl then writes
-    the simplest test it knows, ``select(PE_X == 3, ...)``)."""
+def _variant_function(rect: poly.Rectangularity, choices: list[dict[int, int]]
+                      ) -> isl.PwAff:
+    """The position among ``choices`` (each the extents of some dimensions) of the one
+    each invocation's box has, as a piecewise constant of the parameters (isl then
+    writes the simplest test it knows, ``select(PE_X == 3, ...)``)."""
     extent = rect.extent
     params = extent.get_domain_space().params()
     variant: isl.PwAff | None = None
     pieces: list[isl.Set] = []
-    for sizes in ordered:
+    for choice in choices:
         where = isl.Set.universe(params)
-        for d in dims:
+        for d, value in choice.items():
             e = extent.get_at(d)
             size = isl.PwAff.val_on_domain(isl.Set.universe(e.get_domain_space()),
-                                           isl.Val.int_from_si(e.get_ctx(), sizes[d]))
+                                           isl.Val.int_from_si(e.get_ctx(), value))
             where = where.intersect(e.eq_set(size).params())
         pieces.append(where)
     # (parameters the choice does not depend on are dropped from its tests: ``count``
