@@ -42,7 +42,14 @@ from dtg.errors import CompilerBug
 from dtg.lair.graph import vanishes_with
 from dtg.lair.lower import CTX, PolyStatement, least_point, point_coordinates
 from dtg.mapping import poly
-from dtg.mapping.flows import Exchange, InputFlow, OutputFlow, Task, TaskGraph
+from dtg.mapping.flows import (
+    Exchange,
+    InputFlow,
+    OutputFlow,
+    ResidentReduction,
+    Task,
+    TaskGraph,
+)
 from dtg.mapping.memory import Memory
 from dtg.mapping.mesh import same_line
 from dtg.mapping.validate import PE
@@ -261,12 +268,19 @@ class _Check:
         complete = writers.subtract_domain(several).reverse()
         if several.is_empty():
             return complete
-        chain = next((c for c in reversed([*self.tg.combines, *self.tg.reductions])
-                      if c.tensor == tensor), None)
+        chains = [c for c in (*self.tg.reductions, *self.tg.combines) if c.tensor == tensor]
         reduce = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and ex.reduce),
                       None)
-        if chain is not None:
-            kept = chain.elements.intersect_domain(poly.pe_set(chain.last))
+        if chains:
+            held = writers
+            for chain in chains:
+                held = self.chained(tensor, chain, held)
+            totals, several = poly.align_params(held, several)
+            totals = totals.intersect_domain(several)
+            if not (totals.is_single_valued() and totals.domain().is_equal(several)):
+                raise self.fail(f"the chains combining '{tensor}' do not leave each total on "
+                                "exactly one PE", totals)
+            kept = held.reverse()
         elif reduce is not None:
             kept = self.reduced(tensor, reduce, writers, several)
         else:
@@ -274,6 +288,49 @@ class _Check:
         kept, several = poly.align_params(kept, several)
         kept, complete = poly.align_params(kept.intersect_range(several), complete)
         return complete.union(kept)
+
+    def chained(self, tensor: str, chain: ResidentReduction, writers: isl.Map) -> isl.Map:
+        """A combining chain sums the partial results ``writers`` (element -> PEs): each
+        PE but a segment's last passes the elements of its block to the next PE along
+        the side, which holds them too (its partial result or the neutral value), and
+        counts one further in the segment (it receives on the other color); every writer
+        of an element with several holds it in its block. Returns ``element -> PE`` of
+        where the chain leaves each element of its blocks (the last PEs holding it)."""
+        block = chain.elements
+        self.in_array(tensor, block, f"a PE of the chain combining '{tensor}' passes on "
+                                     "elements")
+        holders, last = poly.align_params(block.domain(), poly.pe_set(chain.last))
+        inner = holders.subtract(last)
+        along = 1 if chain.side == "S" else 0
+        step = _unit_step(along).intersect_domain(inner)
+        step, block = poly.align_params(step, block)
+        if not step.range().is_subset(holders):
+            raise self.fail(f"a PE of the chain combining '{tensor}' passes its partial "
+                            "results to a PE outside the chain", step.subtract_range(holders))
+        passed = block.intersect_domain(inner)
+        if not passed.is_subset(step.apply_range(block)):
+            raise self.fail(f"a PE of the chain combining '{tensor}' passes on elements the "
+                            "next PE does not hold", passed.subtract(step.apply_range(block)))
+        pos = isl.Id("chain_position", context=CTX)
+        at = poly.pe_set(chain.position.bind_id(pos)).intersect(inner)
+        one = isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(
+            chain.position.get_domain_space()))).add_constant_val(isl.Val.int_from_si(CTX, 1))
+        after = poly.pe_set(chain.position.sub(one).bind_id(pos))
+        moved, after = poly.align_params(at.apply(step), after)
+        if not moved.is_subset(after):
+            raise self.fail(f"the positions along the chain combining '{tensor}' do not "
+                            "count up by one from PE to PE")
+        first = poly.pe_set(chain.position.zero_set())
+        first, holders = poly.align_params(first, holders)
+        if not first.intersect(holders).is_equal(holders.subtract(step.range())):
+            raise self.fail(f"the chain combining '{tensor}' does not start each segment "
+                            "exactly where no PE passes results to it")
+        several = _several_valued(writers)
+        shared, block = poly.align_params(writers.intersect_domain(several), block)
+        if not shared.is_subset(block.reverse()):
+            raise self.fail(f"a writer of '{tensor}' does not pass its partial results "
+                            "along the chain", shared.subtract(block.reverse()))
+        return block.intersect_domain(last).reverse()
 
     def available(self, tensor: str, writers: isl.Map) -> isl.Map:
         """``PE -> element``: where each element is complete (:meth:`completed`) or
@@ -673,6 +730,15 @@ def _split_pe(points: isl.Set) -> isl.Map:
     rel = isl.Map.from_domain(points).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, 2,
                                                 n - 2)
     return rel.set_tuple_name(isl.dim_type.in_, PE).set_tuple_name(isl.dim_type.out, "index")
+
+
+def _unit_step(along: int) -> isl.Map:
+    """``PE[x, y] -> PE[x + 1, y]`` (``along`` 0) or ``PE[x, y + 1]`` (1)."""
+    space = isl.Space.map_from_domain_and_range(*(2 * (isl.Space.set_alloc(
+        CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE),)))
+    ma = isl.MultiAff.identity(space)
+    ma = ma.set_aff(along, ma.get_aff(along).add_constant_val(isl.Val.int_from_si(CTX, 1)))
+    return isl.Map.from_multi_aff(ma)
 
 
 def _several_valued(rel: isl.Map) -> isl.Set:

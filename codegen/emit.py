@@ -216,10 +216,12 @@ class _ComputeBuilder(Sharing, Gathering):
         if local.resident_output:
             store = local.tensor
             written = self._written(local.tensor)
-            for red in self.tg.reductions:
-                if red.tensor == local.tensor and written is not None:
-                    written, keeps = poly.align_params(written, red.last)
-                    written = written.intersect_params(keeps).coalesce()  # the totals only
+            chains = [red for red in self.tg.reductions if red.tensor == local.tensor]
+            if chains and written is not None:
+                # the totals only, where the last chain keeps them
+                final = chains[-1]
+                totals, keeps = poly.align_params(poly.bind_pe(final.elements), final.last)
+                written = totals.intersect_params(keeps).coalesce()
             for ex in self.tg.exchanges:
                 if ex.tensor == local.tensor and ex.reduce and written is not None:
                     # partial results are summed where kept: store the totals only

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 
@@ -75,8 +75,10 @@ def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
                 continue
             flow = tg.flow_of(task)
             context = flow.arrival_context() if flow else tg.compute.context()
-            d = decide(tg.model.statement(task.statement), task.instances, task.trigger,
-                       memory, context, box_hull=task.name not in banned)
+            pstmt = tg.model.statement(task.statement)
+            d = decide(pstmt, task.instances, task.trigger, memory, context,
+                       box_hull=task.name not in banned,
+                       rank=_ranking(tg.model.graph.tensor(pstmt.stmt.target.tensor).dtype))
             decisions[task.name] = _cheaper(tg, task, d)
         for name, d in decisions.items():
             for ext in d.extensions:
@@ -86,6 +88,14 @@ def _decide_all(tg: TaskGraph, memory: Memory, *, simd: bool, banned: set[str]
             return decisions, memory, growth
         memory = grown
     raise CompilerBug("growing local arrays for extra instances did not settle")
+
+
+def _ranking(dtype: str) -> Callable[[SimdDecision], int]:
+    """Predicted cycles of a decision on a PE, its configurations included (to choose
+    between the bases a task's instances can be scanned along)."""
+    def rank(d: SimdDecision) -> int:
+        return simd_cycles(d, dtype) + simd_setup(d)
+    return rank
 
 
 def _cheaper(tg: TaskGraph, task: Task, d: SimdDecision) -> SimdDecision:

@@ -353,8 +353,8 @@ def _leaves(value: Value) -> list[Value]:
 
 
 def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory: Memory,
-           context: isl.Set, *, box_hull: bool = True, varying: tuple[str, ...] = ()
-           ) -> SimdDecision:
+           context: isl.Set, *, box_hull: bool = True, varying: tuple[str, ...] = (),
+           rank: Callable[[SimdDecision], int] | None = None) -> SimdDecision:
     """Decide whether the task running ``instances`` of ``pstmt`` is one SIMD instruction.
 
     Following the paper: compress (§5.2); try the fixed-size box hull first, accepting
@@ -363,14 +363,17 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
     size varies (§5.4). Beyond four dimensions the outer ones become scalar loops.
     ``box_hull=False`` forbids extra instances (their arrays would not fit the PE).
     ``varying`` names parameters besides the index constants that change between
-    invocations (a batch's ``count``).
+    invocations (a batch's ``count``). ``rank`` predicts a decision's cycles: where the
+    first decision needs scalar outer loops or size variants, the skewed bases are tried
+    too and the cheapest kept (a skewed placement's band of instances is long along a
+    diagonal and short along every axis).
     """
     steps = op_steps(pstmt.stmt, trigger)
     if isinstance(steps, str):
         return no_simd(steps)
     try:
         with poly.effort_limit(DECISION_EFFORT):
-            return _decide(pstmt, instances, steps, memory, context, box_hull, varying)
+            return _decide(pstmt, instances, steps, memory, context, box_hull, varying, rank)
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
     except poly.TooComplex:
@@ -380,7 +383,8 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
 
 def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
             memory: Memory, context: isl.Set, box_hull: bool = True,
-            varying: tuple[str, ...] = ()) -> SimdDecision:
+            varying: tuple[str, ...] = (),
+            rank: Callable[[SimdDecision], int] | None = None) -> SimdDecision:
     shape = steps[0]
     # For the checks on extra instances: every operand of every step.
     every = OpShape(shape.op, shape.dst, tuple(dict.fromkeys(
@@ -395,22 +399,33 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
                             op=shape.op)
     first = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
                                varying, comp, compressed_case)
-    if not varying or n > 3 or (first.used and not first.outer_names
-                                and first.case != "enumerated"):
+    plain = first.used and not first.outer_names and first.case != "enumerated"
+    if plain or n > 3 or (not varying and (rank is None or not first.used)):
         return first
     if comp.compressed.n_basic_set() != 1 or comp.lifted:
         return first
-    # A batch of a sliding window's instances is a box along another lattice basis: try
-    # the skews of the compressed coordinates (of simple sets, where isl stays cheap) for
-    # one instruction without scalar loops or variants.
+    # A batch of a sliding window's instances is a box along another lattice basis, and
+    # a skewed placement's band is long along a diagonal: try the skews of the
+    # compressed coordinates (of simple sets, where isl stays cheap). A batch takes the
+    # first that is one instruction without scalar loops or variants; with ``rank``,
+    # the cheapest is kept.
+    best, best_cost = first, rank(first) if rank is not None and first.used else None
     for a, b in permutations(range(n), 2):
         for sign in (1, -1):
             found = _decide_compressed(pstmt, instances, steps, every, memory, context,
                                        box_hull, varying, poly.skewed(comp, a, b, sign),
                                        "compressed")
-            if found.used and not found.outer_names and found.case != "enumerated":
-                return replace(found, reason=found.reason + " (along a skewed basis)")
-    return first
+            if not found.used:
+                continue
+            found = replace(found, reason=found.reason + " (along a skewed basis)")
+            if rank is None:
+                if not found.outer_names and found.case != "enumerated":
+                    return found
+                continue
+            cost = rank(found)
+            if best_cost is None or cost < best_cost:
+                best, best_cost = found, cost
+    return best
 
 
 def _decide_compressed(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],

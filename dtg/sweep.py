@@ -254,7 +254,8 @@ def _connect(scheduler: str, seconds: float) -> Any:
 
     thread = threading.Thread(target=attempt, name="dtg-connect", daemon=True)
     thread.start()
-    thread.join(seconds + 2)
+    thread.join(seconds + 10)  # (a refused connection ends at the timeout; a loaded
+    # machine may take a few seconds more to say so)
     if thread.is_alive():
         raise InputError(f"--scheduler {scheduler}: no Dask scheduler answered there within "
                          f"{seconds:g} s (a service that is not Dask's?)")

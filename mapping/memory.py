@@ -118,6 +118,12 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
                 # The PEs next to the side receive the elements they send out.
                 per_pe, needed = poly.align_params(per_pe, gather.needed)
                 per_pe = per_pe.union(needed)
+        for red in (*tg.reductions, *tg.combines):
+            if red.tensor == tensor.name:
+                # A PE of a chain passes on the elements of its segment (of a banded
+                # chain, also those it computes no part of, holding the neutral value).
+                per_pe, held = poly.align_params(per_pe, red.elements)
+                per_pe = per_pe.union(held)
         flow = tg.output_flow(tensor.name)
         if flow is not None and flow.chain:
             # Every PE of a chain sends the elements of its line from this array, those it

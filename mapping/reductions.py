@@ -44,7 +44,7 @@ def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute:
             if red is None:
                 break
             chains.append(red)
-            held = held.intersect_range(poly.pe_set(red.last))
+            held = red.elements.intersect_domain(poly.pe_set(red.last)).reverse()
         else:
             if held.is_single_valued():
                 return [_colored(red, tensor, colors) for red in chains], None
@@ -91,7 +91,10 @@ def _chain(tensor: str, writers: isl.Map, side: Side | None) -> ResidentReductio
     consistent = elements.is_equal(first.apply_range(elements))
     contiguous = sharing.is_equal(_between(first, last, along))
     if not consistent or not contiguous:
-        return None
+        banded = _banded(writers, side, along)
+        if banded is None:
+            return None
+        first, last, elements = banded
     bound = first.bind_domain(poly.multi_id(first.get_space().domain(), poly.PE_NAMES))
     start = bound.as_pw_multi_aff().get_pw_aff(along)
     here = _param_aff(start, poly.PE_NAMES[along])
@@ -99,6 +102,23 @@ def _chain(tensor: str, writers: isl.Map, side: Side | None) -> ResidentReductio
     is_last = isl.Map.identity(pe_map_space()).intersect(last)
     last_set = is_last.domain().bind(poly.multi_id(pe_space(), poly.PE_NAMES)).params()
     return ResidentReduction(tensor, side, (0, 0), elements, position, last_set)
+
+
+def _banded(writers: isl.Map, side: Side, along: int
+            ) -> tuple[isl.Map, isl.Map, isl.Map] | None:
+    """A chain over every writer of a line, where the PEs sharing elements overlap
+    without holding the same ones (a skewed placement's band of partial sums): each PE
+    passes on the elements of its whole line, those it computes no part of holding the
+    neutral value, so that the last PE keeps every total. ``None`` unless the writers of
+    each line are contiguous (a PE between them that computes nothing has no array to
+    pass the sums through)."""
+    pes = writers.range()
+    line = same_line(side).intersect_domain(pes).intersect_range(pes)
+    first, last = line.lexmin(), line.lexmax()
+    if not line.is_equal(_between(first, last, along).intersect_range(pes)) or \
+            not _between(first, last, along).range().is_subset(pes):
+        return None
+    return first, last, line.apply_range(writers.reverse()).coalesce()
 
 
 def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:

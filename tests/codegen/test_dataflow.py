@@ -296,6 +296,47 @@ def test_a_dropped_reduction_chain_is_caught() -> None:
         check_data_flow(altered, result.memory)
 
 
+def skewed_sum() -> Compilation:
+    return compile_file(EXAMPLES / "movement" / "skewed_sum.lair")
+
+
+def test_a_banded_chain_passing_only_its_own_partials_is_caught() -> None:
+    """A skewed band's PEs hold different elements: a chain whose blocks were each PE's
+    own partial results would drop the elements the next PE does not compute."""
+    result = skewed_sum()
+    assert result.tasks is not None and result.memory is not None
+    (red,) = result.tasks.reductions
+    writers = result.tasks.model.statements[0]
+    own = poly.elements_per_pe(result.tasks.placement_of(writers.name), writers.write,
+                               writers.domain)
+    altered = replace(result.tasks, reductions=(replace(red, elements=own),))
+    with pytest.raises(DataFlowError, match="passes on elements the next PE does not hold"):
+        check_data_flow(altered, result.memory)
+
+
+def test_chain_positions_that_do_not_count_up_are_caught() -> None:
+    result = skewed_sum()
+    assert result.tasks is not None and result.memory is not None
+    (red,) = result.tasks.reductions
+    doubled = red.position.add(red.position)
+    altered = replace(result.tasks, reductions=(replace(red, position=doubled),))
+    with pytest.raises(DataFlowError, match="do not count up by one"):
+        check_data_flow(altered, result.memory)
+
+
+def test_a_chain_ending_early_is_caught() -> None:
+    """Every PE a segment of its own (first and last): each keeps its own sums, none
+    is a total."""
+    result = skewed_sum()
+    assert result.tasks is not None and result.memory is not None
+    (red,) = result.tasks.reductions
+    everyone = red.last.universe(red.last.get_space())
+    first = red.position.sub(red.position)
+    altered = replace(result.tasks, reductions=(replace(red, last=everyone, position=first),))
+    with pytest.raises(DataFlowError, match="leave each total on exactly one PE"):
+        check_data_flow(altered, result.memory)
+
+
 # W enters dense from PE[1, 1] with indices 0, 1, 8, 9, ...: they skip 2 to 7.
 GAPPED_DENSE = ("""
     lair prog(): float16 W[12][10], float16 x[10] -> float16 y[12]

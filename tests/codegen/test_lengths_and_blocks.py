@@ -25,14 +25,16 @@ SKEWED_GEMV = ROOT / "benchmarks" / "kernels" / "skewed_gemv.lair"
 SKEWED_SUM = EXAMPLES / "movement" / "skewed_sum.lair"
 
 
-def test_sixteen_row_lengths_are_one_configuration_cut_at_run_time() -> None:
-    """``PE[(i + j)//16, 0]``: a PE's rows of W have 1 to 16 elements, 16 sizes, more
-    than a PE's 8 configurations: one of 16 elements, cut to each row's length."""
+def test_diagonals_of_many_lengths_are_one_configuration_cut_at_run_time() -> None:
+    """``PE[(i + j)//16, 0]``: a PE's instances form a band along the anti-diagonals,
+    16 of them, of 1 to 64 elements; scanned along the skewed basis, each diagonal is
+    one instruction (a row would be 16 at most), one configuration of 64 elements cut
+    to each diagonal's length."""
     c = compile_file(SKEWED_GEMV)
     assert c.decisions is not None and c.module is not None
     d = c.decisions["mv_local"]
-    assert d.used and d.by_length and d.variants == ((16,),) and d.length is not None
-    assert "cut to each invocation's extent" in d.reason
+    assert d.used and d.by_length and d.variants == ((64,),) and d.length is not None
+    assert "cut to each invocation's extent" in d.reason and "skewed basis" in d.reason
     assert "length(" in print_module(c.module)
     for engine in ("simpy", "fast"):
         outcome = run_program(SKEWED_GEMV, seed=1, engine=engine)
@@ -52,23 +54,50 @@ def test_a_wrong_length_is_caught_by_the_data_flow_check() -> None:
         check_data_flow(c.tasks, c.memory, {**c.decisions, "mv_local": longer})
 
 
-def test_partial_sums_meet_by_blocks() -> None:
-    """Every writer but the least sends its whole local array by one SIMD instruction;
-    each keeper adds the part it keeps (the neutral 0 elsewhere) by another."""
+GAPPED_MAP = """rectangle { PE[7, 1] }
+placement { n[i, j] -> PE[2 * ((i + j)//8), 0] }
+input  x resident
+input  W resident
+output y resident
+"""
+
+
+def test_partial_sums_meet_by_blocks(tmp_path: Path) -> None:
+    """Where the writers of an element are not contiguous on their line (every other PE
+    computes), every writer but the least sends its whole local array by one SIMD
+    instruction; each keeper adds the part it keeps (the neutral 0 elsewhere) by
+    another."""
+    path = tmp_path / "gapped.lair"
+    path.write_text(SKEWED_SUM.read_text())
+    path.with_suffix(".map").write_text(GAPPED_MAP)
+    c = compile_file(path)
+    assert c.module is not None
+    text = print_module(c.module)
+    assert "out(0) = y_local[i0]" in text
+    assert "y_local[i0] = y_local[i0] + land_y_sum[i0]" in text
+    assert "send(0, y_local" not in text  # (no indexed sends)
+    outcome = run_program(path, seed=2)
+    assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_a_skewed_band_of_partial_sums_is_chained() -> None:
+    """Where the writers of each element are contiguous on one line but hold different
+    elements (a skewed band), every PE passes the elements of the whole line along a
+    chain, those it computes no part of holding 0; the last keeps every total."""
     for path in (SKEWED_GEMV, SKEWED_SUM):
         c = compile_file(path)
-        assert c.module is not None
+        assert c.module is not None and c.tasks is not None
+        (red,) = c.tasks.reductions
+        assert red.side == "E"
         text = print_module(c.module)
-        assert "out(0) = y_local[i0]" in text
-        assert "y_local[i0] = y_local[i0] + land_y_sum[i0]" in text
-        assert "send(0, y_local" not in text  # (no indexed sends)
+        assert "land_y_sum" not in text and "combine_y" in text
         outcome = run_program(path, seed=2)
         assert outcome.comparison.verified and outcome.comparison.exact
 
 
 def test_variants_become_a_length_before_simd_is_given_up() -> None:
-    """skewed_sum's 8 row sizes fit a PE alone, not with the exchange's 2 block
-    configurations: the 8 variants become one configuration cut at run time."""
+    """skewed_sum's 16 diagonal sizes do not fit a PE's 8 configurations: the variants
+    become one configuration cut at run time."""
     c = compile_file(SKEWED_SUM)
     assert c.decisions is not None
     d = c.decisions["n_local"]

@@ -135,7 +135,6 @@ def test_a_receiver_keeps_only_the_part_of_each_block_inside_its_array(tmp_path:
 
 @pytest.mark.parametrize("example, protocol", [
     ("movement/mlp.lair", "block"),  # read across rows and columns: the whole region
-    ("movement/skewed_sum.lair", "block"),  # partial sums: whole arrays, added where kept
     ("polybench/3mm.lair", "block")])
 def test_examples_exchange_protocols(example: str, protocol: str) -> None:
     from conftest import EXAMPLES
