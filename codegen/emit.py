@@ -33,6 +33,7 @@ from dtg.codegen.routes import tree_routes
 from dtg.codegen.scalarcode import scalar_code, value_expr
 from dtg.codegen.sharing import Sharing, exchange_name
 from dtg.codegen.simd import Operand, SimdDecision, row_major
+from dtg.codegen.splitting import split_outer_loop
 from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set
 from dtg.errors import CompilerBug
 from dtg.lair.graph import Const
@@ -306,10 +307,20 @@ class _ComputeBuilder(Sharing, Gathering):
             return list(guarded(guard, runs))
         names = decision.outer_names
 
-        def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
-            return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
+        def visit(outer: isl.Set, runs: tuple[Run, ...]) -> list[Stmt]:
+            def body(_: str, coords: Sequence[IExpr]) -> list[Stmt]:
+                return list(substitute_stmts(runs, dict(zip(names, coords, strict=True))))
+            return list(scan(outer, context, body))
 
-        return list(guarded(guard, scan(decision.outer, context, body)))
+        pieces = split_outer_loop(decision, context)
+        if pieces is None:
+            return list(guarded(guard, visit(decision.outer, runs)))
+        loops: list[Stmt] = []
+        for piece in pieces:
+            loops += visit(piece.outer, tuple(replace(
+                run, bases=tuple((a, piece.bases[a]) for a, _ in run.bases),
+                length=piece.length if run.length is not None else None) for run in runs))
+        return list(guarded(guard, loops))
 
     def _runs(self, task_name: str, d: SimdDecision) -> tuple[Run, ...]:
         """One configuration and invocation per operation of the decision."""

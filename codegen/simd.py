@@ -103,6 +103,7 @@ class SimdDecision:
     # not fit the PE (``by_length``).
     length: IExpr | None = None
     by_length: bool = False
+    length_isl: isl.PwAff | None = None  # the same extent as a function of the parameters
 
     @property
     def configs(self) -> int:
@@ -544,7 +545,10 @@ def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape
             result = build("enumerated", rect.minimum, variants[-1], None, (), variants, variant,
                            size_ids)
             if isinstance(result, SimdDecision):
-                result = replace(result, length=length)
+                cut = next((k for k in range(len(variants[0]))
+                            if len({v[k] for v in variants}) > 1), None)
+                result = replace(result, length=length, length_isl=None if cut is None
+                                 or length is None else rect.extent.get_at(cut))
                 if over and length is not None:
                     return result.cut_to_length()
                 return result

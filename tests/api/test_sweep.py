@@ -93,6 +93,8 @@ def test_rows_are_json_lines(tmp_path: Path) -> None:
 
 def test_a_dead_worker_does_not_end_the_sweep() -> None:
     import dask
+    import distributed  # noqa: F401  (its defaults loaded first: leaving the block below
+    # would otherwise remove the whole 'distributed' section it created)
     from sweep_support import dies_on_the_second
 
     todo = points(GEMV, [TILED], {"TI": [4, 8, 16]})
