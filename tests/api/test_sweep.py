@@ -92,9 +92,10 @@ def test_rows_are_json_lines(tmp_path: Path) -> None:
 
 
 def test_a_dead_worker_does_not_end_the_sweep() -> None:
+    # (distributed's defaults loaded first: leaving the config block below would
+    # otherwise remove the whole 'distributed' section it created)
     import dask
-    import distributed  # noqa: F401  (its defaults loaded first: leaving the block below
-    # would otherwise remove the whole 'distributed' section it created)
+    import distributed  # noqa: F401
     from sweep_support import dies_on_the_second
 
     todo = points(GEMV, [TILED], {"TI": [4, 8, 16]})

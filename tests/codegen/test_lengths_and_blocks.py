@@ -124,7 +124,8 @@ def skewed(draw: st.DrawFn) -> dict[str, object]:
                 a=draw(st.integers(1, 2)), b=draw(st.integers(1, 2)),
                 tile=draw(st.integers(3, 12)), pes=draw(st.integers(2, 5)),
                 op=draw(st.sampled_from(["+=", "max="])), dtype=draw(st.sampled_from(
-                    ["float16", "float32"])))
+                    ["float16", "float32"])), along=draw(st.sampled_from(["row", "column",
+                                                                          "grid"])))
 
 
 @pytest.mark.long
@@ -132,18 +133,23 @@ def skewed(draw: st.DrawFn) -> dict[str, object]:
 @given(skewed())
 def test_random_skewed_placements_compute_the_program(case: dict[str, object]) -> None:
     """``y[i] op W[i][j] * x[j]`` placed by ``(a i + b j) // tile`` (wrapped onto the
-    PEs): rows of many lengths and partial results meeting on several PEs."""
+    PEs) along a row, a column, or a row per block of 8 rows of W: rows of many lengths
+    and partial results meeting on several PEs (banded chains, reducing exchanges)."""
     m, n, a, b, tile, pes = (int(case[k]) for k in ("m", "n", "a", "b", "tile", "pes"))
     span = (a * (m - 1) + b * (n - 1)) // tile + 1  # (PEs along the diagonal bands)
     wrap = f" mod {pes}" if span > 8 else ""
     pes = pes if wrap else span
+    band = f"(({a}*i + {b}*j)//{tile}){wrap}"
+    rect, place = {"row": (f"{pes}, 1", f"{band}, 0"),
+                   "column": (f"1, {pes}", f"0, {band}"),
+                   "grid": (f"{pes}, {(m - 1) // 8 + 1}", f"{band}, i//8")}[str(case["along"])]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s.lair"
         path.write_text(f"lair s<T={case['dtype']}>(): T W[{m}][{n}], T x[{n}] -> T y[{m}]\n"
                         f"{{ all (i, j) in ({m}, {n}) y[i] {case['op']} W[i][j] * x[j] }}\n")
         path.with_suffix(".map").write_text(
-            f"rectangle {{ PE[{pes}, 1] }}\n"
-            f"placement {{ s[i, j] -> PE[(({a}*i + {b}*j)//{tile}){wrap}, 0] }}\n"
+            f"rectangle {{ PE[{rect}] }}\n"
+            f"placement {{ s[i, j] -> PE[{place}] }}\n"
             "input x resident\ninput W resident\noutput y resident\n")
         try:
             outcome = run_program(path, seed=4)
