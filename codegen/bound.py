@@ -1,12 +1,14 @@
 """The mapping's lower bound on cycles, from the program and the mapping alone.
 
-Four terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
+Five terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
 mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
   divided by the SIMD width of their type (a multiply-add counts once);
 - **injection**: on the busiest link between an external PE and the rectangle, the
   wavelets all the streams through it send or receive, one per cycle;
+- **ramp**: on the busiest PE, the streamed-input elements its instances read, which
+  reach its core down one ramp, one wavelet per cycle;
 - **latency**: the longest way any element travels, in hops, between its external PE
   and a PE that reads (or writes) it;
 - **path**: on any PE, the hops before its first streamed input can arrive, plus its
@@ -49,7 +51,7 @@ from dtg.pe.fabric import FabricConfig
 
 @dataclass(frozen=True)
 class Term:
-    name: str  # compute, injection or latency
+    name: str  # compute, injection, ramp, latency or path
     cycles: int
     where: str  # the PE, port or path that sets it
 
@@ -147,7 +149,7 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
     config = config or FabricConfig()
     data = data or {}
     work = _work(model, mapping, config, data)
-    return Bound((_compute(work), _injection(mapping, data),
+    return Bound((_compute(work), _injection(mapping, data), _ramp(model, mapping, data),
                   _latency(model, mapping, config), _path(model, mapping, config, work)))
 
 
@@ -478,6 +480,59 @@ def _injection(mapping: Mapping, data: Values[str, np.ndarray]) -> Term:
         return Term("injection", 0, "no streams")
     count, ext, what = best
     return Term("injection", count, f"{what} at PE[{ext[0]}, {ext[1]}]")
+
+
+def _ramp(model: PolyModel, mapping: Mapping, data: Values[str, np.ndarray]) -> Term:
+    """Busiest core: every element of a streamed input that a PE's instances read
+    reaches its core down the ramp from its router, one wavelet per cycle (a sparse
+    stream's nonzero ones, where ``data`` has the tensor's values), whatever routes and
+    tasks the code uses; elements the PE only passes on do not count. Per set of PEs
+    with equal counts where each PE reads a box of every stream (:func:`count_pieces`),
+    else PE by PE."""
+    pieces: list[Piece] = []
+    listed: dict[tuple[int, ...], dict[str, Fraction]] = {}
+    for stream in mapping.streams:
+        if stream.direction != "input":
+            continue
+        read = accessing_pes(model, mapping, stream.tensor, write=False).reverse()
+        read = read.intersect_range(model.tensor_set(stream.tensor).align_params(
+            read.get_space().range()))
+        values = data.get(stream.tensor) if stream.kind == "sparse" else None
+        counts = None if values is not None else count_pieces(read)
+        if counts is not None:
+            for pes, count in counts:
+                pieces = _overlay(pieces, pes, stream.tensor, Fraction(count))
+            continue
+        for pe in _listed(read.domain()):
+            at = read.intersect_domain(isl.Set.from_point(point(read.get_space().domain(), pe)))
+            if values is None:
+                count = int(at.range().count_val().to_python())
+            else:
+                try:
+                    elements = poly.points(at.range(), limit=NONVANISHING_LIMIT)
+                except poly.TooManyPointsError:
+                    continue  # (not counted: the bound stays a lower bound)
+                count = sum(1 for e in elements if np.asarray(values)[e] != 0)
+            listed.setdefault(pe, {})[stream.tensor] = Fraction(count)
+    if listed:  # then the others PE by PE too
+        for piece in pieces:
+            for pe in _listed(piece.pes):
+                listed.setdefault(pe, {}).update(piece.per_stmt)
+        space = mapping.rectangle().get_space()
+        pieces = [Piece(isl.Set.from_point(point(space, pe)), tensors, pe)
+                  for pe, tensors in sorted(listed.items())]
+    best: tuple[int, tuple[int, ...], str] | None = None  # count, PE, what
+    for piece in pieces:
+        count, pe = int(piece.cycles), _first_pe(piece)
+        if best is None or (count, [-c for c in best[1]]) > (best[0], [-c for c in pe]):
+            tensors = piece.per_stmt
+            names = " + ".join(f"{t} {int(n)}" for t, n in sorted(tensors.items())) \
+                if len(tensors) > 1 else next(iter(tensors))
+            best = (count, pe, names)
+    if best is None or best[0] == 0:
+        return Term("ramp", 0, "no streamed inputs")
+    count, pe, what = best
+    return Term("ramp", count, f"{what} into PE[{pe[0]}, {pe[1]}]")
 
 
 def _latency(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:

@@ -219,6 +219,73 @@ def test_path_term_is_the_longest_pe_by_brute_force(path: str) -> None:
     assert mapping_bound(c.program.model, c.mapping).as_dict()["path"]["cycles"] == longest
 
 
+def _brute_ramp(c: object, values: dict[str, np.ndarray] | None = None) -> int:
+    """The most streamed-input elements any PE reads, instance by instance (a sparse
+    stream's nonzero ones, given ``values``)."""
+    model, mapping = c.program.model, c.mapping  # type: ignore[attr-defined]
+    read: dict[tuple[int, ...], set[tuple[str, tuple[int, ...]]]] = {}
+    inputs = {s.tensor: s for s in mapping.streams if s.direction == "input"}
+    for pstmt in model.statements:
+        placed = mapping.placement_of(pstmt.name).intersect_domain(pstmt.domain)
+        for tensor in {r.tensor for r in pstmt.stmt.reads if r.tensor in inputs}:
+            access = pstmt.access(tensor).intersect_domain(pstmt.domain)
+            pairs = placed.reverse().apply_range(access)  # PE -> element
+            for pair in poly.points(pairs.wrap()):
+                element = tuple(pair[2:])
+                if values is not None and inputs[tensor].kind == "sparse" and \
+                        values[tensor][element] == 0:
+                    continue
+                read.setdefault(tuple(pair[:2]), set()).add((tensor, element))
+    return max((len(e) for e in read.values()), default=0)
+
+
+@pytest.mark.parametrize("path", ["gemv/gemv.lair", "movement/gemv_two_sides.lair",
+                                  "movement/mlp.lair", "movement/skewed_sum.lair",
+                                  "conv2d/conv2d.lair", "conv2d_degenerate/conv2d_degenerate.lair",
+                                  "polybench/gemm.lair", "fc/train.lair"])
+def test_ramp_term_is_the_most_elements_a_pe_reads_by_brute_force(path: str) -> None:
+    c = compile_file(EXAMPLES / path, stop="mapping")
+    assert mapping_bound(c.program.model, c.mapping).as_dict()["ramp"]["cycles"] == \
+        _brute_ramp(c)
+
+
+def test_ramp_term_counts_a_sparse_streams_nonzero_elements() -> None:
+    c = compile_file(EXAMPLES / "conv2d_degenerate" / "conv2d_degenerate.lair", stop="mapping")
+    inputs = random_inputs(c.program.graph, 5, low=-2, high=2)
+    assert (inputs["x"] == 0).any()
+    b = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()
+    assert b["ramp"]["cycles"] == _brute_ramp(c, inputs) < _brute_ramp(c)
+
+
+TWO_STREAMS = ("""
+    lair dot(): float16 a[64], float16 b[64] -> float16 s[1]
+    { all (i) in (64) s[0] += a[i] * b[i] }
+    """, """
+    rectangle { PE[4, 1] }
+    placement { dot[i] -> PE[i//16, 0] }
+    input  a dense { a[i = 0:63] -> [PE[i//16, -1] -> index[i mod 16]] }
+    input  b dense { b[i = 0:63] -> [PE[i//16, 1] -> index[i mod 16]] }
+    output s dense { s[k = 0:0] -> [PE[4, 0] -> index[k]] }
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_two_streams_into_one_core_share_its_ramp(tmp_path: Path, simd: bool) -> None:
+    """a and b enter each PE from two sides, 16 elements each over links of their own;
+    both go down one ramp into the core: 32 cycles at least, more than either link."""
+    path = tmp_path / "dot.lair"
+    path.write_text(textwrap.dedent(TWO_STREAMS[0]))
+    path.with_suffix(".map").write_text(textwrap.dedent(TWO_STREAMS[1]))
+    outcome = run_program(path, seed=1, simd=simd)
+    assert outcome.comparison.verified
+    b = outcome.bound
+    assert b is not None
+    terms = b.as_dict()
+    assert terms["injection"]["cycles"] == 16 and terms["ramp"]["cycles"] == 32
+    assert terms["dominant"] == "ramp" and terms["ramp"]["where"] == "a 16 + b 16 into PE[0, 0]"
+    assert outcome.result.cycles >= b.cycles
+
+
 def test_a_huge_mesh_is_counted_by_tiles_not_by_pes() -> None:
     """gemv with N = 65,536 on PE[16384, 4]: every PE holds an 8 x 4 tile, so isl gives
     one set of PEs with equal work and the bound never lists the PEs (issue 25: the
