@@ -4,7 +4,8 @@ Five terms (docs/pecode.md, "The bound"), each a number of cycles no code for th
 mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
-  divided by the SIMD width of their type (a multiply-add counts once);
+  divided by the SIMD width of their type (a multiply-add counts once), plus one SIMD
+  configuration and start-up for its arithmetic, or that arithmetic scalar where less;
 - **injection**: on the busiest link between an external PE and the rectangle, the
   wavelets all the streams through it send or receive, one per cycle;
 - **ramp**: on the busiest PE, the streamed-input elements its instances read, which
@@ -31,6 +32,7 @@ counts for ``data``, go PE by PE (at most :data:`MAX_LISTED_PES` for a placement
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Mapping as Values
 from dataclasses import dataclass
 from fractions import Fraction
@@ -149,8 +151,38 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
     config = config or FabricConfig()
     data = data or {}
     work = _work(model, mapping, config, data)
-    return Bound((_compute(work), _injection(mapping, data), _ramp(model, mapping, data),
-                  _latency(model, mapping, config), _path(model, mapping, config, work)))
+    least = _least_compute(model, config)
+    return Bound((_compute(work, least), _injection(mapping, data), _ramp(model, mapping, data),
+                  _latency(model, mapping, config), _path(model, mapping, config, work, least)))
+
+
+def _least_compute(model: PolyModel, config: FabricConfig
+                   ) -> Callable[[dict[str, Fraction]], Fraction]:
+    """The least cycles any code spends on a PE's element operations, from its
+    statements' SIMD cycles at the widest widths (``per_stmt``): arithmetic costs, with
+    SIMD, at least one configuration and one instruction's start-up besides those
+    cycles, and without, one scalar operation per element operation; whichever is less
+    (mixing the two costs more than the cheaper alone). Copies count their SIMD cycles
+    only (a stream could land where the copy goes)."""
+    widths: dict[str, Fraction] = {}
+    for pstmt in model.statements:
+        if _operation_kinds(pstmt.stmt) == (0, 1):
+            continue  # a copy
+        dtype = model.graph.tensor(pstmt.stmt.target.tensor).dtype
+        widths[pstmt.name] = Fraction(element_ops(pstmt.stmt)) / element_fraction(
+            pstmt.stmt, dtype, config)
+    fixed = config.simd_config + config.simd_startup
+
+    def least(per_stmt: dict[str, Fraction]) -> Fraction:
+        copies = sum((c for n, c in per_stmt.items() if n not in widths), Fraction(0))
+        simd = sum((c for n, c in per_stmt.items() if n in widths), Fraction(0))
+        if simd == 0:
+            return copies
+        scalar = config.scalar_op * sum((c * widths[n] for n, c in per_stmt.items()
+                                         if n in widths), Fraction(0))
+        return copies + min(scalar, fixed + simd)
+
+    return least
 
 
 MAX_LISTED_PES = 1 << 16
@@ -348,18 +380,19 @@ def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
     return {(int(x), int(y)): int(n) for (x, y), n in zip(pes, counts, strict=True)}
 
 
-def _compute(work: list[Piece]) -> Term:
-    """Busiest PE: its statements' element operations over the SIMD width."""
+def _compute(work: list[Piece], least: Callable[[dict[str, Fraction]], Fraction]) -> Term:
+    """Busiest PE: its statements' element operations over the SIMD width, with one
+    SIMD configuration and start-up (or scalar, where that is less)."""
     if not work:
         return Term("compute", 0, "no instances")
-    total = max(piece.cycles for piece in work)
-    busiest = [piece for piece in work if piece.cycles == total]
+    total = max(least(piece.per_stmt) for piece in work)
+    busiest = [piece for piece in work if least(piece.per_stmt) == total]
     pe = min(_first_pe(piece) for piece in busiest)
     return Term("compute", math.ceil(total), f"PE[{pe[0]}, {pe[1]}]")
 
 
-def _path(model: PolyModel, mapping: Mapping, config: FabricConfig, work: list[Piece]
-          ) -> Term:
+def _path(model: PolyModel, mapping: Mapping, config: FabricConfig, work: list[Piece],
+          least: Callable[[dict[str, Fraction]], Fraction]) -> Term:
     """Per PE: its work cannot start before an element it reads can arrive (the nearest
     source of each streamed input an instance reads, the latest of those, the earliest
     over its statements; 0 for a statement with no streamed input), and its last result
@@ -391,7 +424,7 @@ def _path(model: PolyModel, mapping: Mapping, config: FabricConfig, work: list[P
         first, last = first_of[names[0]], last_of[names[0]]
         for name in names[1:]:
             first, last = first.min(first_of[name]), last.min(last_of[name])
-        compute = math.ceil(piece.cycles)
+        compute = math.ceil(least(piece.per_stmt))
         if piece.pe is not None:  # one PE: its values
             there = isl.Point.zero(pes.get_space())
             for d, c in enumerate(piece.pe):

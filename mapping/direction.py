@@ -13,7 +13,7 @@ or streams), and tiles that use the lines left or divide the extent evenly. Each
 candidate is validated like a written mapping (its streams may use ``TX``, ``TY``,
 ``OX`` and ``OY``). Tiles that divide the extents come first (uneven tiles give PEs work
 of different shapes, which costs SIMD regularity: on Listing 2, 7-row tiles have the
-lower bound, 28 against 32, but run 252 cycles against 178), then the lowest bound on
+lower bound, 40 against 44, but run 252 cycles against 178), then the lowest bound on
 cycles, fewer PEs and smaller offsets. The bound does not see what a free border line
 buys (adapters that spread a stream), so the compiler simulates the candidates that tie
 with the best on both and keeps the fastest (``codegen.driver.compile_choices``).

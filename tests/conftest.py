@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -12,6 +13,11 @@ from hypothesis import settings
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 # every program with a mapping beside it (the paper's listings in paper/ have none)
+def flat(table: str) -> str:
+    """A printed table's words in one line (rich wraps the cells)."""
+    return " ".join(re.sub(r"[\u2500-\u257f]", " ", table).split())
+
+
 EXAMPLE_PROGRAMS = sorted(p for p in EXAMPLES.glob("*/*.lair") if p.with_suffix(".map").exists())
 
 

@@ -37,12 +37,21 @@ def test_element_operations_per_instance(body: str, ops: int) -> None:
     assert element_ops(program.graph.statements[0]) == ops
 
 
+FIXED = FabricConfig().simd_config + FabricConfig().simd_startup  # 8 + 4
+
+
+def _least(simd: float, scalar: float, copies: float = 0.0) -> int:
+    """A PE's least compute: its arithmetic with one SIMD configuration and start-up, or
+    scalar (one operation per element operation), whichever is less; copies as SIMD."""
+    return int(-(-(copies + (min(scalar, FIXED + simd) if simd else 0.0)) // 1))
+
+
 def _brute_compute(path: str, zero: dict[str, np.ndarray] | None = None) -> int:
-    """Busiest PE's element operations over the SIMD width, instance by instance; with
-    ``zero``, skipping the instances of a ``+=`` whose read of a tensor there is zero."""
+    """Busiest PE's least compute (:func:`_least`), instance by instance; with ``zero``,
+    skipping the instances of a ``+=`` whose read of a tensor there is zero."""
     c = compile_file(EXAMPLES / path, stop="mapping")
     config = FabricConfig()
-    work: dict[tuple[int, ...], float] = {}
+    work: dict[tuple[int, ...], list[float]] = {}  # SIMD, scalar, copies
     for pstmt in c.program.model.statements:
         width = config.widest(c.program.graph.tensor(pstmt.stmt.target.tensor).dtype)
         placed = c.mapping.placement_of(pstmt.name)
@@ -57,8 +66,18 @@ def _brute_compute(path: str, zero: dict[str, np.ndarray] | None = None) -> int:
                 single = single.fix_val(isl.dim_type.set, k,
                                         isl.Val.int_from_si(single.get_ctx(), v))
             (pe,) = poly.points(single.apply(placed))
-            work[pe] = work.get(pe, 0.0) + element_ops(pstmt.stmt) / width
-    return int(-(-max(work.values()) // 1))
+            per = work.setdefault(pe, [0.0, 0.0, 0.0])
+            if _is_copy(pstmt.stmt):
+                per[2] += element_ops(pstmt.stmt) / width
+            else:
+                per[0] += element_ops(pstmt.stmt) / width
+                per[1] += element_ops(pstmt.stmt)
+    return max(_least(*per) for per in work.values())
+
+
+def _is_copy(stmt: object) -> bool:
+    from dtg.lair.graph import Const, Read
+    return stmt.op == "=" and isinstance(stmt.value, Read | Const)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("path", ["gemv/gemv.lair", "fc/ff.lair", "conv1d/conv1d.lair",
@@ -90,18 +109,19 @@ def test_zeros_of_a_sparse_stream_count_no_work_and_no_wavelet() -> None:
 def test_gemv_and_conv2d_terms() -> None:
     gemv = compile_file(EXAMPLES / "gemv" / "gemv.lair", stop="mapping")
     b = mapping_bound(gemv.program.model, gemv.mapping).as_dict()
-    # 8 x 4 multiply-adds per PE at width 4; x sends 4 and y receives 8 per external PE;
-    # y[31] leaves PE[0, 3] for PE[4, 3]: 4 hops.
+    # 8 x 4 multiply-adds per PE at width 4 (8 cycles), one configuration and start-up
+    # (12; 32 scalar operations would take more); x sends 4 and y receives 8 per external
+    # PE; y[31] leaves PE[0, 3] for PE[4, 3]: 4 hops.
     assert (b["compute"]["cycles"], b["injection"]["cycles"], b["latency"]["cycles"]) == (
-        8, 8, 4)
-    # PE[0, 3]: x needs 4 hops to reach it, then 8 cycles of compute, then its y 4 hops east
-    assert b["path"]["cycles"] == 16 and b["dominant"] == "path"
+        20, 8, 4)
+    # PE[0, 3]: x needs 4 hops to reach it, then 20 cycles of compute, then its y 4 hops
+    assert b["path"]["cycles"] == 28 and b["dominant"] == "path"
     assert b["path"]["where"].startswith("PE[0, 3]")
     conv = compile_file(EXAMPLES / "conv2d" / "conv2d.lair", stop="mapping")
     b = mapping_bound(conv.program.model, conv.mapping).as_dict()
-    assert b["compute"]["cycles"] == 441  # 1764 / 4
+    assert b["compute"]["cycles"] == 441 + 12  # 1764 / 4
     # PE[0, 1] is 2 hops from x's source; y stays resident
-    assert b["path"]["cycles"] == 443 and b["dominant"] == "path"
+    assert b["path"]["cycles"] == 455 and b["dominant"] == "path"
 
 
 SHARED_INPUT_LINK = ("""
@@ -175,7 +195,7 @@ def test_an_input_and_an_output_through_one_pe_use_two_links(tmp_path: Path) -> 
 
 
 def _brute_per_pe(path: str) -> tuple[dict[tuple[int, ...], dict[str, float]], object]:
-    """Each PE's cycles per statement, instance by instance."""
+    """Each PE's SIMD cycles per statement, instance by instance."""
     c = compile_file(EXAMPLES / path, stop="mapping")
     config = FabricConfig()
     work: dict[tuple[int, ...], dict[str, float]] = {}
@@ -215,7 +235,7 @@ def test_path_term_is_the_longest_pe_by_brute_force(path: str) -> None:
             out = streams.get(stmt.target.tensor)
             finishes.append(hops(pe, stmt.target.tensor)
                             if out is not None and out.direction == "output" else 0)
-        longest = max(longest, min(starts) + int(-(-sum(per_stmt.values()) // 1)) + min(finishes))
+        longest = max(longest, min(starts) + _pe_least(c, per_stmt) + min(finishes))
     assert mapping_bound(c.program.model, c.mapping).as_dict()["path"]["cycles"] == longest
 
 
@@ -247,6 +267,37 @@ def test_ramp_term_is_the_most_elements_a_pe_reads_by_brute_force(path: str) -> 
     c = compile_file(EXAMPLES / path, stop="mapping")
     assert mapping_bound(c.program.model, c.mapping).as_dict()["ramp"]["cycles"] == \
         _brute_ramp(c)
+
+
+LITTLE_WORK = ("""
+    lair small(): float16 a[4], float16 b[4] -> float16 c[4], float16 d[4]
+    {
+      S1: all (i) in (4) c[i] = a[i] * b[i]
+      S2: all (i) in (4) d[i] = a[i]
+    }
+    """, """
+    rectangle { PE[1, 1] }
+    placement { S1[i] -> PE[0, 0]; S2[i] -> PE[0, 0] }
+    input  a resident
+    input  b resident
+    output c resident
+    output d resident
+    """)
+
+
+def test_little_arithmetic_counts_scalar_and_copies_count_no_start_up(tmp_path: Path
+                                                                       ) -> None:
+    """Four products: one SIMD configuration and start-up (12 + 1) cost more than four
+    scalar multiplications, so the least compute is 4; the four copies add their SIMD
+    cycle only (a stream could land where a copy goes)."""
+    path = tmp_path / "small.lair"
+    path.write_text(textwrap.dedent(LITTLE_WORK[0]))
+    path.with_suffix(".map").write_text(textwrap.dedent(LITTLE_WORK[1]))
+    c = compile_file(path, stop="mapping")
+    b = mapping_bound(c.program.model, c.mapping).as_dict()
+    assert b["compute"]["cycles"] == 4 + 1
+    outcome = run_program(path, seed=1)
+    assert outcome.comparison.verified and outcome.result.cycles >= 5
 
 
 def test_ramp_term_counts_a_sparse_streams_nonzero_elements() -> None:
@@ -286,6 +337,22 @@ def test_two_streams_into_one_core_share_its_ramp(tmp_path: Path, simd: bool) ->
     assert outcome.result.cycles >= b.cycles
 
 
+def _pe_least(c: object, per_stmt: dict[str, float]) -> int:
+    """:func:`_least` of a PE's SIMD cycles per statement."""
+    model = c.program.model  # type: ignore[attr-defined]
+    graph = c.program.graph  # type: ignore[attr-defined]
+    simd = scalar = copies = 0.0
+    for name, cycles in per_stmt.items():
+        stmt = model.statement(name).stmt
+        if _is_copy(stmt):
+            copies += cycles
+            continue
+        dtype = graph.tensor(stmt.target.tensor).dtype
+        simd += cycles
+        scalar += cycles * element_ops(stmt) / element_cycles(stmt, dtype, FabricConfig())
+    return _least(simd, scalar, copies)
+
+
 def test_a_huge_mesh_is_counted_by_tiles_not_by_pes() -> None:
     """gemv with N = 65,536 on PE[16384, 4]: every PE holds an 8 x 4 tile, so isl gives
     one set of PEs with equal work and the bound never lists the PEs (issue 25: the
@@ -298,11 +365,12 @@ def test_a_huge_mesh_is_counted_by_tiles_not_by_pes() -> None:
     pieces = count_pieces(placed.reverse())
     assert pieces is not None and [count for _, count in pieces] == [32]
     b = mapping_bound(c.program.model, c.mapping).as_dict()
-    assert b["compute"] == {"cycles": 8, "where": "PE[0, 0]"}  # 32 multiply-adds at width 4
+    # 32 multiply-adds at width 4, one configuration and start-up
+    assert b["compute"] == {"cycles": 8 + 12, "where": "PE[0, 0]"}
     assert b["injection"] == {"cycles": 8, "where": "output y at PE[16384, 0]"}
     assert b["latency"] == {"cycles": 16384, "where": "output y: 16384 hops"}
-    # PE[0, 3]: x needs 4 hops, then 8 cycles of compute, then y travels 16384 hops east
-    assert b["path"]["cycles"] == 4 + 8 + 16384
+    # PE[0, 3]: x needs 4 hops, then 20 cycles of compute, then y travels 16384 hops east
+    assert b["path"]["cycles"] == 4 + 20 + 16384
     assert b["path"]["where"].startswith("PE[0, 3]: 4 cycles for the first input")
 
 
@@ -311,12 +379,12 @@ def test_pes_counted_one_by_one_stop_at_the_budget(monkeypatch: pytest.MonkeyPat
     the budget only the first PEs count, which still gives a lower bound."""
     work, c = _brute_per_pe("movement/skewed_sum.lair")
     full = mapping_bound(c.program.model, c.mapping).as_dict()["compute"]["cycles"]
-    assert full == int(-(-max(sum(w.values()) for w in work.values()) // 1))
+    assert full == max(_pe_least(c, w) for w in work.values())
     monkeypatch.setattr(bound_module, "MAX_LISTED_PES", 1)
     sampled = mapping_bound(c.program.model, c.mapping).as_dict()["compute"]
     first = min(work)
     assert sampled["where"] == f"PE[{first[0]}, {first[1]}]"
-    assert sampled["cycles"] == int(-(-sum(work[first].values()) // 1)) <= full
+    assert sampled["cycles"] == _pe_least(c, work[first]) <= full
 
 
 def test_zeros_too_many_to_list_count_no_work(monkeypatch: pytest.MonkeyPatch) -> None:

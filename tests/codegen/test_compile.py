@@ -106,12 +106,13 @@ def test_report_json_loads_back_by_meaning(tmp_path: Path, cli) -> None:
     assert compile_report(ff())["memory"] == data["memory"]
     (x,) = data["flows"]["inputs"]
     assert (x["tensor"], x["side"], x["route"]) == ("x", "N", "adapters")
-    # 32 x 16 multiply-adds on 4 x 4 compute PEs: 32 per PE at width 4; x enters at one PE.
-    assert data["bound"]["compute"] == {"cycles": 8, "where": "PE[0, 1]"}  # row 0: adapters
+    # 32 x 16 multiply-adds on 4 x 4 compute PEs: 32 per PE at width 4, with one SIMD
+    # configuration and start-up (8 + 4); x enters at one PE.
+    assert data["bound"]["compute"] == {"cycles": 20, "where": "PE[0, 1]"}  # row 0: adapters
     assert data["bound"]["injection"]["cycles"] == 16
-    # PE[0, 4]: x's first element needs 5 hops, then 8 cycles, then y 4 hops east
-    assert data["bound"]["path"]["cycles"] == 17
-    assert data["bound"]["dominant"] == "path" and data["bound"]["cycles"] == 17
+    # PE[0, 4]: x's first element needs 5 hops, then 20 cycles, then y 4 hops east
+    assert data["bound"]["path"]["cycles"] == 29
+    assert data["bound"]["dominant"] == "path" and data["bound"]["cycles"] == 29
 
 
 def test_report_says_which_tree_the_planner_chose(tmp_path: Path, cli) -> None:

@@ -34,3 +34,6 @@ def test_kernel_simd_code_is_not_slower_than_scalar(path: Path) -> None:
     assert simd.comparison.verified and scalar.comparison.verified
     assert simd.result.cycles <= scalar.result.cycles, (simd.result.cycles,
                                                         scalar.result.cycles)
+    # (and the mapping's bound is a lower bound of both)
+    assert simd.bound is not None and scalar.result.cycles >= simd.result.cycles >= \
+        simd.bound.cycles, simd.bound.describe()

@@ -24,7 +24,9 @@ and the failures (:data:`FAILURES`), each a bug:
 - ``timeout``: one run took longer than the time limit;
 - ``engines``: the compiled engine (:mod:`pesim.fast`) reports another run than the simpy
   engine on the same module and inputs (any figure: cycles, a PE's statistics, a link's
-  load, an output's bytes, the number of events), or fails where it does not.
+  load, an output's bytes, the number of events), or fails where it does not;
+- ``bound``: the run took fewer cycles than the mapping's lower bound (the bound is
+  wrong).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = ("verified", "rejected", "mismatch", "internal", "unlocated", "inconsistent",
-            "invalid", "timeout", "engines")
+            "invalid", "timeout", "engines", "bound")
 FAILURES = frozenset(OUTCOMES[2:])
 SEED = 0  # the inputs: pesim's default random integers
 CYCLE_LIMIT = 5_000_000
@@ -201,6 +203,10 @@ def run_once(lair: Path, mapping: Path, *, simd: bool, seed: int = SEED,
         mismatch = result.comparison.mismatch or ""
         return Run("mismatch", triage(compiled.program, module, config, lair, mismatch),
                    mismatch, seconds)
+    if result.bound is not None and result.result.cycles < result.bound.cycles:
+        return Run("bound", result.bound.dominant.name,
+                   f"{result.result.cycles} cycles, below the mapping's bound of "
+                   f"{result.bound.describe()}", seconds)
     return Run("verified", seconds=seconds)
 
 
