@@ -30,7 +30,8 @@ _WHERE = {
     "example": "dtg.catalog", "examples": "dtg.catalog", "Example": "dtg.catalog",
     "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.errors",
     "FabricConfig": "dtg.pe.fabric", "search": "dtg.mapsearch",
-    "SearchResult": "dtg.mapsearch",
+    "SearchResult": "dtg.mapsearch", "import_onnx": "dtg.lair.onnx_import",
+    "Imported": "dtg.lair.onnx_import",
 }
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from dtg.catalog import Example, example, examples
     from dtg.codegen.pipeline import Compilation
     from dtg.errors import DtgError
+    from dtg.lair.onnx_import import Imported, import_onnx
     from dtg.mapsearch import SearchResult, search
     from dtg.pe.fabric import FabricConfig
 
@@ -53,6 +55,6 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_WHERE])
 
 
-__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Result", "SearchResult",
-           "__version__", "compile", "example", "examples", "load", "module_text", "search",
-           "simulate"]
+__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Imported", "Result",
+           "SearchResult", "__version__", "compile", "example", "examples", "import_onnx",
+           "load", "module_text", "search", "simulate"]

@@ -5,6 +5,7 @@
     dtg sweep PROG.lair [--map A.map ...] [--param K=V1,V2 ...] [-o rows.jsonl]
     dtg plot rows.jsonl -o sweep.png
     dtg search PROG.lair --rectangle PE[W, H] [--budget 60s] [-o best.map]
+    dtg import MODEL.onnx -o DIR   the model as a LAIR program and its weights (.npz)
     dtg examples       the examples shipped in the package
 """
 
@@ -34,7 +35,7 @@ from dtg.pesim.cli import seed_arg
 if TYPE_CHECKING:
     from dtg.mapsearch import SearchResult
 
-COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "examples")
+COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "import", "examples")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     _dask_options(found, 0, "simulate on a local Dask cluster of N processes (default 0: "
                             "without Dask)")
     found.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    imp = sub.add_parser("import", help="an ONNX model as a LAIR program (one node per "
+                                        "ONNX node) and its initializers as an .npz")
+    imp.add_argument("model", metavar="MODEL.onnx")
+    imp.add_argument("-o", "--output", metavar="DIR", required=True,
+                     help="the directory for NAME.lair and NAME.npz (made if missing)")
+    imp.add_argument("--name", help="the files' name (default: the model file's)")
     sub.add_parser("examples", help="list the examples shipped in the package")
     return parser
 
@@ -388,6 +395,34 @@ def examples() -> None:
     Console().print(table)
 
 
+def import_model(args: argparse.Namespace) -> None:
+    """``dtg import``: both files are written only once the whole model is imported."""
+    import io
+
+    import numpy as np
+
+    from dtg.lair.onnx_import import _identifier, import_onnx
+
+    name = _identifier(args.name or Path(args.model).stem)
+    imported = import_onnx(args.model, name=name)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out}: not a directory")
+    lair, npz = out / f"{name}.lair", out / f"{name}.npz"
+    check_distinct([(lair, "the program"), (npz, "the weights")],
+                   [(Path(args.model), "the model")])
+    buffer = io.BytesIO()
+    arrays: dict[str, Any] = dict(imported.initializers)
+    np.savez(buffer, **arrays)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(lair, imported.lair, "the program")
+    print(f"wrote {lair}")
+    write_atomically(npz, buffer.getvalue(), "the weights")
+    print(f"wrote {npz} ({counted(len(imported.initializers), 'initializer')}; the model's "
+          f"input{'s' if len(imported.model_inputs) > 1 else ''} "
+          f"{', '.join(imported.model_inputs)} not included)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in ("compile", "simulate"):
@@ -408,6 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sweep(args)
         elif args.command == "search":
             search(args)
+        elif args.command == "import":
+            import_model(args)
         elif args.command == "plot":
             from dtg.plot import plot_sweep
             from dtg.sweep import read_rows
