@@ -59,6 +59,42 @@ def relu(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[in
                                       f"max({x.at(loop)}, 0.0)")])
 
 
+def leaky_relu(b: Builder, node: Any, name: str, what: str,
+               shapes: dict[str, tuple[int, ...]]) -> None:
+    """``max(x, alpha x)``, which is LeakyRelu for ``0 <= alpha <= 1``."""
+    alpha = float(attributes(node).get("alpha", 0.01))
+    if not 0.0 <= alpha <= 1.0:
+        raise InputError(f"{what}: alpha {alpha} is outside [0, 1], where LeakyRelu is not "
+                         "max(x, alpha * x)")
+    x = b.value(node.input[0], what)
+    y = b.new_value(_only_output(node, what), x.shape, x.dtype)
+    loop = iterators(len(x.shape))
+    b.node(name, [x], [y], [statement(None, loop, x.shape, y.at(loop), "=",
+                                      f"max({x.at(loop)}, {literal(alpha)} * {x.at(loop)})")])
+
+
+def pad(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[int, ...]]
+        ) -> None:
+    """Zero padding (``constant`` mode, value 0): a copy at an offset; the elements no
+    instance defines keep LAIR's initial 0."""
+    x = b.value(node.input[0], what)
+    mode = attributes(node).get("mode", "constant")
+    pads = b.constants.get(node.input[1]) if len(node.input) > 1 else None
+    value = b.constants.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if mode != "constant" or pads is None or (value is not None and float(value) != 0.0) or \
+            (len(node.input) > 3 and node.input[3]):
+        raise InputError(f"{what}: only zero padding (mode constant, value 0, constant pads, "
+                         "every axis) is supported")
+    before = [int(p) for p in np.asarray(pads)[:len(x.shape)]]
+    if any(p < 0 for p in np.asarray(pads)):
+        raise InputError(f"{what}: negative pads (cropping) are not supported")
+    out = _only_output(node, what)
+    y = b.new_value(out, shapes[out], x.dtype)
+    loop = iterators(len(x.shape))
+    target = y.at([f"{v} + {p}" if p else v for v, p in zip(loop, before, strict=True)])
+    b.node(name, [x], [y], [statement(None, loop, x.shape, target, "=", x.at(loop))])
+
+
 def binary(symbol: str) -> Op:
     def op(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[int, ...]]
            ) -> None:
@@ -424,6 +460,16 @@ def reshape(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple
     _remap(b, name, what, x, out, shapes[out])
 
 
+def squeeze(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[int, ...]]
+            ) -> None:
+    """Squeeze and Unsqueeze: dimensions of size 1 removed or added."""
+    x = b.value(node.input[0], what)
+    if len(node.input) > 1 and node.input[1] and node.input[1] not in b.constants:
+        raise InputError(f"{what}: its axes must be a constant")
+    out = _only_output(node, what)
+    _remap(b, name, what, x, out, shapes[out])
+
+
 def transpose(b: Builder, node: Any, name: str, what: str,
               shapes: dict[str, tuple[int, ...]]) -> None:
     x = b.value(node.input[0], what)
@@ -440,7 +486,8 @@ def transpose(b: Builder, node: Any, name: str, what: str,
 
 OPS: dict[str, Op] = {
     "Add": binary("+"), "Sub": binary("-"), "Mul": binary("*"),
-    "Relu": relu, "MatMul": matmul, "Gemm": gemm, "Conv": conv,
+    "Relu": relu, "LeakyRelu": leaky_relu, "Pad": pad, "Squeeze": squeeze,
+    "Unsqueeze": squeeze, "MatMul": matmul, "Gemm": gemm, "Conv": conv,
     "MaxPool": max_pool, "AveragePool": average_pool,
     "GlobalAveragePool": global_pool("average"), "GlobalMaxPool": global_pool("max"),
     "Flatten": flatten, "Reshape": reshape, "Transpose": transpose,

@@ -156,6 +156,14 @@ def test_flatten_and_transpose() -> None:
     run_op(rng, "Transpose", {"x": (2, 3)})
 
 
+def test_leaky_relu_pad_squeeze_and_unsqueeze() -> None:
+    rng = np.random.default_rng(14)
+    run_op(rng, "LeakyRelu", {"x": (2, 3)}, alpha=0.5)
+    run_op(rng, "Pad", {"x": (2, 3)}, {"p": np.array([1, 0, 2, 1], np.int64)})
+    run_op(rng, "Squeeze", {"x": (2, 1, 3, 1)}, {"a": np.array([1, 3], np.int64)})
+    run_op(rng, "Unsqueeze", {"x": (2, 3)}, {"a": np.array([0, 2], np.int64)})
+
+
 def test_batch_norm_alone_and_folded_into_a_gemm() -> None:
     rng = np.random.default_rng(11)
     stats = {"s": np.full(3, 4.0, np.float32), "o": ints(rng, 3), "mu": ints(rng, 3),
