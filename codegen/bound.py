@@ -5,11 +5,13 @@ mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
   divided by the SIMD width of their type (a multiply-add counts once), plus one SIMD
-  configuration and start-up for its arithmetic, or that arithmetic scalar where less;
+  configuration and start-up for its work, or that work scalar where less (copies
+  that need no core work count nothing);
 - **injection**: on the busiest link between an external PE and the rectangle, the
   wavelets all the streams through it send or receive, one per cycle;
-- **ramp**: on the busiest PE, the streamed-input elements its instances read, which
-  reach its core down one ramp, one wavelet per cycle;
+- **ramp**: on the busiest PE, the streamed-input elements its instances read (but for
+  copies to a streamed output), which reach its core down one ramp, one wavelet per
+  cycle;
 - **latency**: the longest way any element travels, in hops, between its external PE
   and a PE that reads (or writes) it;
 - **path**: on any PE, the hops before its first streamed input can arrive, plus its
@@ -151,38 +153,52 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
     config = config or FabricConfig()
     data = data or {}
     work = _work(model, mapping, config, data)
-    least = _least_compute(model, config)
-    return Bound((_compute(work, least), _injection(mapping, data), _ramp(model, mapping, data),
-                  _latency(model, mapping, config), _path(model, mapping, config, work, least)))
+    return Bound((_compute(work, _least_compute(model, mapping, config)),
+                  _injection(mapping, data), _ramp(model, mapping, data),
+                  _latency(model, mapping, config),
+                  _path(model, mapping, config, work,
+                        _least_compute(model, mapping, config, fixed=False))))
 
 
-def _least_compute(model: PolyModel, config: FabricConfig
-                   ) -> Callable[[dict[str, Fraction]], Fraction]:
+def _least_compute(model: PolyModel, mapping: Mapping, config: FabricConfig, *,
+                   fixed: bool = True) -> Callable[[dict[str, Fraction]], Fraction]:
     """The least cycles any code spends on a PE's element operations, from its
-    statements' SIMD cycles at the widest widths (``per_stmt``): arithmetic costs, with
-    SIMD, at least one configuration and one instruction's start-up besides those
-    cycles, and without, one scalar operation per element operation; whichever is less
-    (mixing the two costs more than the cheaper alone). Copies count their SIMD cycles
-    only (a stream could land where the copy goes)."""
+    statements' SIMD cycles at the widest widths (``per_stmt``): with SIMD, at least one
+    configuration and one instruction's start-up besides those cycles (``fixed``; the
+    path term leaves them out, since they may pass while the first input travels);
+    without, one scalar operation per element operation; whichever is less (mixing the
+    two costs more than the cheaper alone). Copies that need no core work count
+    nothing (:func:`_free_copy`)."""
     widths: dict[str, Fraction] = {}
     for pstmt in model.statements:
-        if _operation_kinds(pstmt.stmt) == (0, 1):
-            continue  # a copy
+        if _free_copy(pstmt.stmt, mapping):
+            continue
         dtype = model.graph.tensor(pstmt.stmt.target.tensor).dtype
         widths[pstmt.name] = Fraction(element_ops(pstmt.stmt)) / element_fraction(
             pstmt.stmt, dtype, config)
-    fixed = config.simd_config + config.simd_startup
+    overhead = config.simd_config + config.simd_startup if fixed else 0
 
     def least(per_stmt: dict[str, Fraction]) -> Fraction:
-        copies = sum((c for n, c in per_stmt.items() if n not in widths), Fraction(0))
         simd = sum((c for n, c in per_stmt.items() if n in widths), Fraction(0))
         if simd == 0:
-            return copies
+            return simd
         scalar = config.scalar_op * sum((c * widths[n] for n, c in per_stmt.items()
                                          if n in widths), Fraction(0))
-        return copies + min(scalar, fixed + simd)
+        return min(scalar, overhead + simd)
 
     return least
+
+
+def _free_copy(stmt: Stmt, mapping: Mapping) -> bool:
+    """A copy (``y[...] = x[...]``) that code may do without the core: from a streamed
+    input (the stream may land where the copy goes), to a streamed output (the router may
+    pass the element on), or at the same index (the copy may share its source's array)."""
+    if stmt.op != "=" or not isinstance(stmt.value, Read):
+        return False
+    directions = {s.tensor: s.direction for s in mapping.streams}
+    return (directions.get(stmt.value.tensor) == "input"
+            or directions.get(stmt.target.tensor) == "output"
+            or stmt.access(stmt.value.tensor).index == stmt.target.index)
 
 
 MAX_LISTED_PES = 1 << 16
@@ -527,9 +543,9 @@ def _ramp(model: PolyModel, mapping: Mapping, data: Values[str, np.ndarray]) -> 
     for stream in mapping.streams:
         if stream.direction != "input":
             continue
-        read = accessing_pes(model, mapping, stream.tensor, write=False).reverse()
-        read = read.intersect_range(model.tensor_set(stream.tensor).align_params(
-            read.get_space().range()))
+        read = _read_by_arithmetic(model, mapping, stream.tensor)
+        if read is None:
+            continue
         values = data.get(stream.tensor) if stream.kind == "sparse" else None
         counts = None if values is not None else count_pieces(read)
         if counts is not None:
@@ -566,6 +582,25 @@ def _ramp(model: PolyModel, mapping: Mapping, data: Values[str, np.ndarray]) -> 
         return Term("ramp", 0, "no streamed inputs")
     count, pe, what = best
     return Term("ramp", count, f"{what} into PE[{pe[0]}, {pe[1]}]")
+
+
+def _read_by_arithmetic(model: PolyModel, mapping: Mapping, tensor: str) -> isl.Map | None:
+    """``PE -> element``: the elements of ``tensor`` that statements read on each PE, but
+    for copies to a streamed output (the element may pass the core by)."""
+    outputs = {s.tensor for s in mapping.streams if s.direction == "output"}
+    result: isl.Map | None = None
+    for pstmt in model.statements:
+        stmt = pstmt.stmt
+        if tensor not in dict(pstmt.reads) or (
+                stmt.op == "=" and isinstance(stmt.value, Read)
+                and stmt.target.tensor in outputs):
+            continue
+        placed = mapping.placement_of(pstmt.name)
+        access = pstmt.access(tensor)
+        access, domain = poly.align_params(access, pstmt.domain)
+        rel = access.intersect_domain(domain).reverse().apply_range(placed).reverse()
+        result = rel if result is None else result.union(rel)
+    return None if result is None else result.coalesce()
 
 
 def _latency(model: PolyModel, mapping: Mapping, config: FabricConfig) -> Term:

@@ -53,7 +53,8 @@ def split_outer_loop(d: SimdDecision, context: isl.Set) -> list[Piece] | None:
         return None
     outer = _to_params(d.outer, name)
     outer, context = poly.align_params(outer, context)
-    cells = [outer.intersect(context)]
+    scanned = outer.intersect(context)  # (the loop visits the outer values in the context)
+    cells = [scanned]
     for f in (*funcs.values(), *([length] if length is not None else [])):
         pieces = f.get_pieces()
         if len(pieces) < 2:
@@ -73,7 +74,7 @@ def split_outer_loop(d: SimdDecision, context: isl.Set) -> list[Piece] | None:
     ordered = _in_order([_to_set(c, name, d.outer) for c in cells])
     if ordered is None:
         return None
-    _check_partition(ordered, d.outer)
+    _check_partition(ordered, _to_set(scanned, name, d.outer))
     result = []
     for outer_piece in ordered:
         where = _to_params(outer_piece, name)

@@ -9,7 +9,7 @@ interpreter and a mapping see an ordinary LAIR program.
 
 Names: each LAIR node is named after its ONNX node (or ``<op>_<k>`` where the node has
 no name), each tensor after its ONNX value, made into identifiers (other characters
-become ``_``) and unique. Batch normalization after a convolution, Gemm or MatMul with
+become ``_``) and unique. Batch normalization after a convolution or Gemm with
 constant weights is folded into that layer's weights and bias. Anything else the
 import cannot express is an :class:`~dtg.errors.InputError` naming the ONNX node, its
 operator and what is supported.
@@ -182,7 +182,8 @@ def import_onnx(model: Any, *, name: str | None = None) -> Imported:
     b = Builder(name or _identifier(graph.name or "model"))
     for init in graph.initializer:
         b.constants[init.name] = onnx.numpy_helper.to_array(init)
-    nodes = fold_batch_norms(list(graph.node), b.constants)
+    nodes = fold_batch_norms(list(graph.node), b.constants,
+                             frozenset(o.name for o in graph.output))
     for node in nodes:  # constants made by Constant nodes (shapes of Reshape)
         if node.op_type == "Constant":
             b.constants[node.output[0]] = _constant_node(node, where)
@@ -225,7 +226,7 @@ def import_onnx(model: Any, *, name: str | None = None) -> Imported:
     for o in graph.output:
         v = b.value(o.name, f"{where}: output '{o.name}'")
         if o.name in read_later or o.name in b.constants or v.name in model_inputs:
-            copy = b.new_value(o.name + "_out", v.shape, v.dtype)
+            copy = Value(b.fresh(o.name + "_out"), v.shape, v.dtype)  # (no ONNX value)
             loop = iterators(len(v.shape))
             b.node(b.fresh(f"{copy.name}_copy"), [v], [copy],
                    [statement(None, loop, v.shape, copy.at(loop), "=", v.at(loop))])

@@ -1,7 +1,8 @@
 """The ONNX operators ``dtg import`` supports, each as LAIR statements
 (``lair/onnx_import.py``). Every translation writes one LAIR node named after the ONNX
 node; a node may hold several statements (a padded copy of the input, the reduction,
-the bias), labelled ``<node>_pad``, ``<node>_acc`` and ``<node>``."""
+the bias), labelled ``<node>_pad``, ``<node>_acc`` and ``<node>`` (made unique like
+every name)."""
 
 from __future__ import annotations
 
@@ -138,9 +139,21 @@ def batch_norm(b: Builder, node: Any, name: str, what: str,
 # ------------------------------------------------------------------ products
 
 
+def _distinct(b: Builder, name: str, a: Value, c: Value) -> tuple[Value, Value, list[str]]:
+    """Two operands of a product; where they are one tensor, the first is read from a
+    copy (a LAIR statement accesses a tensor through one index expression)."""
+    if a.name != c.name:
+        return a, c, []
+    copy = Value(b.fresh(f"{name}_operand"), a.shape, a.dtype)
+    loop = iterators(len(a.shape))
+    return copy, c, [statement(b.fresh(f"{name}_copy"), loop, a.shape, copy.at(loop), "=",
+                               a.at(loop))]
+
+
 def matmul(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[int, ...]]
            ) -> None:
     a, c = (b.value(i, what) for i in node.input[:2])
+    a, c, copies = _distinct(b, name, a, c)
     if len(a.shape) < 2 or len(c.shape) < 2:
         raise InputError(f"{what}: a MatMul operand of rank 1 is not supported (reshape it "
                          "to a matrix)")
@@ -152,8 +165,8 @@ def matmul(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[
     batch = loop[:-2]
     ai = [*_broadcast(a.shape[:-2], shape[:-2], batch), loop[-2], k]
     ci = [*_broadcast(c.shape[:-2], shape[:-2], batch), k, loop[-1]]
-    b.node(name, [a, c], [y], [statement(None, [*loop, k], [*shape, a.shape[-1]], y.at(loop),
-                                         "+=", f"{a.at(ai)} * {c.at(ci)}")])
+    b.node(name, [a, c], [y, *([a] if copies else [])], [*copies, statement(
+        name, [*loop, k], [*shape, a.shape[-1]], y.at(loop), "+=", f"{a.at(ai)} * {c.at(ci)}")])
 
 
 def gemm(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[int, ...]]
@@ -162,6 +175,7 @@ def gemm(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[in
     a, w = (b.value(i, what) for i in node.input[:2])
     if len(a.shape) != 2 or len(w.shape) != 2:
         raise InputError(f"{what}: Gemm takes matrices")
+    a, w, copies = _distinct(b, name, a, w)
     out = _only_output(node, what)
     m, n = shapes[out]
     ta, tb = bool(at.get("transA", 0)), bool(at.get("transB", 0))
@@ -177,16 +191,21 @@ def gemm(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[in
     y = b.new_value(out, (m, n), dtype)
     has_c = len(node.input) > 2 and node.input[2]
     if not has_c or beta == 0.0:
-        b.node(name, [a, w], [y], [statement(None, [i, j, k], [m, n, kk], y.at([i, j]), "+=",
-                                             product)])
+        b.node(name, [a, w], [y, *([a] if copies else [])], [*copies, statement(
+            name, [i, j, k], [m, n, kk], y.at([i, j]), "+=", product)])
         return
     c = b.value(node.input[2], what)
+    if c.name in (a.name, w.name):
+        raise InputError(f"{what}: its C is one of its factors, which this import does not "
+                         "support")
     term = c.at(_broadcast(c.shape, (m, n), [i, j]))
     if beta != 1.0:
         term = f"{literal(beta)} * {term}"
-    acc = Value(b.fresh(f"{name}_acc"), (m, n), dtype)
-    b.node(name, [a, w, c], [acc, y], [
-        statement(f"{name}_acc", [i, j, k], [m, n, kk], acc.at([i, j]), "+=", product),
+    acc = Value(b.fresh(f"{name}_sum"), (m, n), dtype)
+    b.node(name, [a, w, c], [acc, y, *([a] if copies else [])], [
+        *copies,
+        statement(b.fresh(f"{name}_acc"), [i, j, k], [m, n, kk], acc.at([i, j]), "+=",
+                  product),
         statement(name, [i, j], [m, n], y.at([i, j]), "=", f"{acc.at([i, j])} + {term}")])
 
 
@@ -230,7 +249,7 @@ def _padded(b: Builder, x: Value, name: str, before: Sequence[int], extent: Sequ
     loop = iterators(len(x.shape))
     target = xp.at([*loop[:2], *(f"{v} + {p}" if p else v
                                  for v, p in zip(loop[2:], before, strict=True))])
-    return xp, [statement(f"{name}_pad", loop, x.shape, target, op, x.at(loop))]
+    return xp, [statement(b.fresh(f"{name}_pad"), loop, x.shape, target, op, x.at(loop))]
 
 
 def _window_index(out: Sequence[str], kern: Sequence[str], strides: Sequence[int],
@@ -240,6 +259,18 @@ def _window_index(out: Sequence[str], kern: Sequence[str], strides: Sequence[int
 
     return [f"{times(s, o)} + {times(d, k)}"
             for o, k, s, d in zip(out, kern, strides, dilations, strict=True)]
+
+
+def _check_windows(what: str, out: Sequence[int], spatial: Sequence[int],
+                   strides: Sequence[int], before: Sequence[int]) -> None:
+    """Every window starts inside the input or its leading pad: with ``ceil_mode``, a
+    last window that starts in the trailing pad has no agreed meaning (ONNX's shape
+    inference keeps it, its reference implementation drops it)."""
+    for d, (o, n, s, p) in enumerate(zip(out, spatial, strides, before, strict=True)):
+        if (o - 1) * s - p >= n:
+            raise InputError(f"{what}: its last window along spatial dimension {d} starts "
+                             "in the padding (ceil_mode), where ONNX's shape inference and "
+                             "its reference disagree on the output's size; not supported")
 
 
 def _reach(out: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -282,9 +313,9 @@ def conv(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tuple[in
         m, ch = f"{mg} * g0 + m0", f"{cg} * g0 + c0"
     y = b.new_value(out, shape, dtype)
     has_bias = len(node.input) > 2 and node.input[2]
-    acc = Value(b.fresh(f"{name}_acc"), shape, dtype) if has_bias else y
+    acc = Value(b.fresh(f"{name}_sum"), shape, dtype) if has_bias else y
     value = f"{w.at([m, 'c0', *k])} * {xp.at(['n0', ch, *_window_index(o, k, strides, dilations)])}"
-    stmts.append(statement(f"{name}_acc" if has_bias else name, loop, extents,
+    stmts.append(statement(b.fresh(f"{name}_acc") if has_bias else name, loop, extents,
                            acc.at(["n0", m, *o]), "+=", value))
     reads = [x, w]
     if has_bias:
@@ -316,6 +347,7 @@ def max_pool(b: Builder, node: Any, name: str, what: str, shapes: dict[str, tupl
     shape = shapes[out]
     kernel = _pool_shape(node, what, x)
     strides, dilations, before, _ = _window_attributes(node, what, x.shape[2:], kernel)
+    _check_windows(what, shape[2:], x.shape[2:], strides, before)
     reach = _reach(shape[2:], kernel, strides, dilations)
     extent = [max(before[d] + x.shape[2 + d], reach[d]) for d in range(len(kernel))]
     xp, stmts = _padded(b, x, name, before, extent, "max=")
@@ -335,6 +367,7 @@ def average_pool(b: Builder, node: Any, name: str, what: str,
     shape = shapes[out]
     kernel = _pool_shape(node, what, x)
     strides, dilations, before, after = _window_attributes(node, what, x.shape[2:], kernel)
+    _check_windows(what, shape[2:], x.shape[2:], strides, before)
     include = bool(attributes(node).get("count_include_pad", 0))
     r = len(kernel)
     reach = _reach(shape[2:], kernel, strides, dilations)
@@ -349,8 +382,8 @@ def average_pool(b: Builder, node: Any, name: str, what: str,
         per = ((taps >= lo) & (taps < hi)).sum(axis=1)
         counts = counts * per.reshape([-1 if e == d else 1 for e in range(r)])
     o, k = [f"o{d}" for d in range(r)], [f"k{d}" for d in range(r)]
-    acc = Value(b.fresh(f"{name}_acc"), shape, x.dtype)
-    stmts.append(statement(f"{name}_acc", ["n0", "c0", *o, *k], [*shape, *kernel],
+    acc = Value(b.fresh(f"{name}_sum"), shape, x.dtype)
+    stmts.append(statement(b.fresh(f"{name}_acc"), ["n0", "c0", *o, *k], [*shape, *kernel],
                            acc.at(["n0", "c0", *o]), "+=",
                            xp.at(["n0", "c0", *_window_index(o, k, strides, dilations)])))
     y = b.new_value(out, shape, x.dtype)
@@ -380,9 +413,9 @@ def global_pool(kind: str) -> Op:
             b.node(name, [x], [y], [statement(None, ["n0", "c0", *s], x.shape, at_y, "max=",
                                               x.at(["n0", "c0", *s]))])
             return
-        acc = Value(b.fresh(f"{name}_acc"), x.shape[:2], x.dtype)
+        acc = Value(b.fresh(f"{name}_sum"), x.shape[:2], x.dtype)
         b.node(name, [x], [acc, y], [
-            statement(f"{name}_acc", ["n0", "c0", *s], x.shape, acc.at(["n0", "c0"]), "+=",
+            statement(b.fresh(f"{name}_acc"), ["n0", "c0", *s], x.shape, acc.at(["n0", "c0"]), "+=",
                       x.at(["n0", "c0", *s])),
             statement(name, ["n0", "c0"], x.shape[:2], at_y, "=",
                       f"{acc.at(['n0', 'c0'])} * {literal(1.0 / prod(x.shape[2:]))}")])
@@ -498,11 +531,13 @@ OPS: dict[str, Op] = {
 # ------------------------------------------------------------------ folding
 
 
-def fold_batch_norms(nodes: list[Any], constants: dict[str, np.ndarray]) -> list[Any]:
+def fold_batch_norms(nodes: list[Any], constants: dict[str, np.ndarray],
+                     outputs: frozenset[str] = frozenset()) -> list[Any]:
     """Batch normalizations folded into the Conv or Gemm before them, where that layer's
     weights (and bias) are constants and only the normalization reads its output: the
     weights scaled per output channel, the bias shifted. New constants are added to
-    ``constants``; the other nodes are returned unchanged."""
+    ``constants``; the other nodes are returned unchanged. A layer whose output is also a
+    graph output (``outputs``) keeps it."""
     import onnx
 
     readers: dict[str, int] = {}
@@ -518,7 +553,8 @@ def fold_batch_norms(nodes: list[Any], constants: dict[str, np.ndarray]) -> list
         layer = producer.get(node.input[0])
         stats = [constants.get(i) for i in node.input[1:5]]
         if layer is None or layer.op_type not in ("Conv", "Gemm") or \
-                readers.get(node.input[0], 0) != 1 or any(s is None for s in stats) or \
+                readers.get(node.input[0], 0) != 1 or node.input[0] in outputs or \
+                any(s is None for s in stats) or \
                 layer.input[1] not in constants or id(layer) in replaced or \
                 (len(layer.input) > 2 and layer.input[2] and layer.input[2] not in constants):
             continue
@@ -536,7 +572,8 @@ def fold_batch_norms(nodes: list[Any], constants: dict[str, np.ndarray]) -> list
         else:
             w = w * (a[:, None] if at.get("transB", 0) else a[None, :])
             bias = (float(at.get("beta", 1.0)) * old_bias - mean) * a + shift
-        w_name, b_name = f"{layer.input[1]}__bn", f"{node.output[0]}__bias"
+        w_name, b_name = (_unused(f"{node.output[0]}__{what}", constants)
+                          for what in ("weights", "bias"))
         constants[w_name], constants[b_name] = w.astype(kind), bias.astype(kind)
         new = onnx.NodeProto()
         new.CopyFrom(layer)
@@ -551,3 +588,11 @@ def fold_batch_norms(nodes: list[Any], constants: dict[str, np.ndarray]) -> list
         replaced[id(layer)] = new
         folded.add(id(node))
     return [replaced.get(id(n), n) for n in nodes if id(n) not in folded]
+
+
+def _unused(name: str, constants: dict[str, np.ndarray]) -> str:
+    """``name``, or ``name_2``, ... where a constant has it (shared weights fold twice)."""
+    result, k = name, 2
+    while result in constants:
+        result, k = f"{name}_{k}", k + 1
+    return result

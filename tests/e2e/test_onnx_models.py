@@ -36,7 +36,7 @@ placement { conv1_pad[i0, i1, i2, i3] -> PE[0, 0];
             pool1[n0, c0, o0, o1, k0, k1] -> PE[0, 0]; flat[i0, i1, i2] -> PE[0, 0];
             fc_acc[i0, i1, k0] -> PE[i1 // 5, 1]; fc[i0, i1] -> PE[i1 // 5, 1] }
 input x resident
-input W1__bn resident
+input bn__weights resident
 input bn__bias resident
 input W2 resident
 input t_b2 resident

@@ -52,11 +52,11 @@ def test_a_cnn_with_batch_norm_folded_computes_what_onnx_computes() -> None:
     rng = np.random.default_rng(2)
     m, feeds = cnn(rng)
     text = check(m, feeds)
-    assert "lair bn1" not in text and "W1__bn" in text  # folded into conv1's weights
+    assert "lair bn1" not in text and "bn__weights" in text  # folded into conv1's weights
     imported = import_onnx(m)
     scale = 2.0 / np.sqrt(3.0 + 1.0)
     w1 = numpy_helper.to_array(m.graph.initializer[0])
-    np.testing.assert_array_equal(imported.initializers["W1__bn"], w1 * np.float32(scale))
+    np.testing.assert_array_equal(imported.initializers["bn__weights"], w1 * np.float32(scale))
 
 
 def run_op(rng: np.random.Generator, op: str, inputs: dict[str, tuple[int, ...]],
@@ -186,6 +186,58 @@ def test_a_graph_output_read_by_another_node_is_copied_out() -> None:
     m = model(nodes, {"x": (4,)}, {"h": (4,), "y": (4,)}, {})
     text = check(m, {"x": ints(rng, 4)})
     assert "h_out" in text
+
+
+def test_two_layers_sharing_weights_fold_their_batch_norms_apart() -> None:
+    rng = np.random.default_rng(15)
+    stats = {f"{k}{j}": v for j in (1, 2) for k, v in (
+        ("s", np.full(2, float(j), np.float32)), ("o", ints(rng, 2)), ("mu", ints(rng, 2)),
+        ("v", np.full(2, 3.0, np.float32)))}
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c1"], name="conv1"),
+             helper.make_node("BatchNormalization", ["c1", "s1", "o1", "mu1", "v1"], ["b1"],
+                              name="bn1", epsilon=1.0),
+             helper.make_node("Conv", ["x", "W"], ["c2"], name="conv2"),
+             helper.make_node("BatchNormalization", ["c2", "s2", "o2", "mu2", "v2"], ["b2"],
+                              name="bn2", epsilon=1.0)]
+    m = model(nodes, {"x": (1, 1, 4, 4)}, {"b1": None, "b2": None},
+              {"W": ints(rng, 2, 1, 3, 3), **stats})
+    check(m, {"x": ints(rng, 1, 1, 4, 4)})
+
+
+def test_a_layer_whose_output_is_a_model_output_keeps_its_batch_norm() -> None:
+    rng = np.random.default_rng(17)
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "s", "o", "mu", "v"], ["y"],
+                              name="bn", epsilon=1.0)]
+    m = model(nodes, {"x": (1, 1, 4, 4)}, {"c": None, "y": None},
+              {"W": ints(rng, 2, 1, 3, 3), "s": np.full(2, 2.0, np.float32),
+               "o": ints(rng, 2), "mu": ints(rng, 2), "v": np.full(2, 3.0, np.float32)})
+    assert "lair bn" in check(m, {"x": ints(rng, 1, 1, 4, 4)})
+
+
+def test_names_that_collide_with_made_ones_stay_apart() -> None:
+    """An ONNX value called like an output's copy (``y_out``), a node called like
+    another's statement label (``conv_acc``), and a product of a tensor with itself."""
+    rng = np.random.default_rng(16)
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r"),
+             helper.make_node("Add", ["y", "y"], ["y_out"], name="conv_acc"),
+             helper.make_node("Conv", ["x4", "W", "B"], ["c"], name="conv"),
+             helper.make_node("MatMul", ["sq", "sq"], ["p"], name="square")]
+    m = model(nodes, {"x": (4,), "x4": (1, 1, 3, 3), "sq": (3, 3)},
+              {"y": None, "y_out": None, "c": None, "p": None},
+              {"W": ints(rng, 2, 1, 2, 2), "B": ints(rng, 2)})
+    check(m, {"x": ints(rng, 4), "x4": ints(rng, 1, 1, 3, 3), "sq": ints(rng, 3, 3)})
+
+
+def test_a_window_starting_in_the_padding_is_refused() -> None:
+    """ceil_mode with pads: ONNX infers a 4 x 4 output for a 5 x 5 input (k 2, s 2, pad
+    1), whose last windows start in the padding; its reference computes 3 x 3."""
+    m = model([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2],
+                                strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)],
+              {"x": (1, 1, 5, 5)}, {"y": None}, {})
+    with pytest.raises(InputError, match=r"node 'pool' \(MaxPool\): its last window along "
+                                         "spatial dimension 0 starts in the padding"):
+        import_onnx(m)
 
 
 def test_an_unsupported_operator_names_the_node_and_what_is_supported() -> None:

@@ -59,9 +59,9 @@ def test_the_readme_first_command_gives_the_bound(cli, tmp_path: Path) -> None:
     module = compiled(cli, tmp_path, GEMV)
     result = cli(main, module.parent)
     assert result.status == 0, result.err
-    assert "cycles / bound 1.89" in flat(result.out) and "n/a" not in result.out
+    assert "cycles / bound 2.65" in flat(result.out) and "n/a" not in result.out
     report = report_of(cli, module.parent)
-    assert report["bound"]["cycles"] == 28 and report["cycles_over_bound"] == 1.893
+    assert report["bound"]["cycles"] == 20 and report["cycles_over_bound"] == 2.65
     assert report["bound_note"] is None
 
 
@@ -83,9 +83,9 @@ def test_a_moved_module_finds_its_mapping_or_says_why_it_has_no_bound(
     assert "was not found (looked for " in report["bound_note"]
     assert "name its directory with -I DIR or the file with -m MAP" in report["bound_note"]
     # found by name in a search directory, or named outright
-    assert report_of(cli, moved, "-I", EXAMPLES / "gemv")["bound"]["cycles"] == 28
+    assert report_of(cli, moved, "-I", EXAMPLES / "gemv")["bound"]["cycles"] == 20
     named = report_of(cli, moved, "-I", tmp_path / "programs", "-m", EXAMPLES / "gemv" / "gemv.map")
-    assert named["bound"]["cycles"] == 28
+    assert named["bound"]["cycles"] == 20
 
 
 def test_a_mapping_that_no_longer_fits_leaves_the_run_without_bound(
@@ -94,7 +94,7 @@ def test_a_mapping_that_no_longer_fits_leaves_the_run_without_bound(
     shutil.copy(EXAMPLES / "gemv" / "gemv.map", tmp_path / "g.map")
     module = compiled(cli, tmp_path, tmp_path / "g.lair")
     (tmp_path / "g.map").write_text(TILED.read_text())  # 4 x 4 as well: the same rectangle
-    assert report_of(cli, module)["bound"]["cycles"] == 28
+    assert report_of(cli, module)["bound"]["cycles"] == 20
     (tmp_path / "g.map").write_text(TILED.read_text().replace("TI = 8", "TI = 4"))
     report = report_of(cli, module)
     assert report["verified"] and report["bound"] is None
