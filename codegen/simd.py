@@ -401,7 +401,9 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     first = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
                                varying, comp, compressed_case)
     plain = first.used and not first.outer_names and first.case != "enumerated"
-    if plain or n > 3 or (not varying and (rank is None or not first.used)):
+    # (a compute task's skewed band is two-dimensional; trying every skew of deeper
+    # sets, a 3-D convolution's, took seconds and found nothing cheaper)
+    if plain or n > 3 or (not varying and (rank is None or not first.used or n > 2)):
         return first
     if comp.compressed.n_basic_set() != 1 or comp.lifted:
         return first

@@ -414,10 +414,22 @@ def import_model(args: argparse.Namespace) -> None:
     buffer = io.BytesIO()
     arrays: dict[str, Any] = dict(imported.initializers)
     np.savez(buffer, **arrays)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomically(lair, imported.lair, "the program")
+    made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {out}: cannot make the directory ({exc.strerror})") from None
+    had_lair = lair.exists()
+    try:
+        write_atomically(lair, imported.lair, "the program")
+        write_atomically(npz, buffer.getvalue(), "the weights")
+    except BaseException:  # (the pair is written whole or not at all)
+        if not had_lair:
+            lair.unlink(missing_ok=True)
+        if made and not any(out.iterdir()):
+            out.rmdir()
+        raise
     print(f"wrote {lair}")
-    write_atomically(npz, buffer.getvalue(), "the weights")
     print(f"wrote {npz} ({counted(len(imported.initializers), 'initializer')}; the model's "
           f"input{'s' if len(imported.model_inputs) > 1 else ''} "
           f"{', '.join(imported.model_inputs)} not included)")

@@ -298,3 +298,22 @@ def test_a_refused_model_writes_nothing(tmp_path: Path, cli) -> None:  # type: i
     result = cli(main, "import", garbage, "-o", tmp_path / "out")
     assert result.status == 1 and "not an ONNX model" in result.err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_second_write_leaves_neither_file(tmp_path: Path, cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import dtg.cli as dtg_cli
+
+    real = dtg_cli.write_atomically
+
+    def failing(path, content, what="the file"):  # type: ignore[no-untyped-def]
+        if str(path).endswith(".npz"):
+            raise InputError(f"cannot write {what} {path}: disk full")
+        return real(path, content, what)
+
+    monkeypatch.setattr(dtg_cli, "write_atomically", failing)
+    m, _ = mlp(np.random.default_rng(18))
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    result = cli(main, "import", path, "-o", tmp_path / "out")
+    assert result.status == 1 and "disk full" in result.err and "wrote" not in result.out
+    assert not (tmp_path / "out").exists()
