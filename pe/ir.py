@@ -316,7 +316,12 @@ class Task:
     is the number of wavelets of the batch (fewer than ``batch`` where an end mark
     ends it). One dispatch and one SIMD instruction then serve many arrivals. A sparse
     batched task with ``once`` sees at most one window per PE in the whole run: its
-    landing array starts as the program image's zeros and is never cleared."""
+    landing array starts as the program image's zeros and is never cleared.
+
+    With ``groups`` G, a batch is G whole groups of the stream (its G-th end mark closes
+    it; its end marks trigger no control task): the k-th wavelet of its j-th group (on a
+    sparse color, the one carrying index k) lands at ``land[j * batch + k]``, so a
+    multi-dimensional stream's groups are one SIMD operand instead of one task each."""
 
     name: str
     kind: TaskKind
@@ -326,6 +331,7 @@ class Task:
     batch: int | None = None
     land: str | None = None
     once: bool = False
+    groups: int | None = None
 
 
 @dataclass(frozen=True)

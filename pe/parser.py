@@ -190,7 +190,7 @@ class _Kind:
     kind: TaskKind
     color: int | None = None
     sparse: bool = False
-    batch: tuple[int, str, bool] | None = None
+    batch: tuple[int, str, int | None, bool] | None = None
 
 
 @v_args(meta=True)
@@ -474,9 +474,10 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def task(self, meta: Any, children: list[Any]) -> tuple[Task, SourceLoc]:
         name, kind, *body = children
-        batch, land, once = kind.batch if kind.batch is not None else (None, None, False)
+        batch, land, groups, once = kind.batch if kind.batch is not None else (
+            None, None, None, False)
         return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse, batch, land,
-                    once), self._tok(name)
+                    once, groups), self._tok(name)
 
     def main_kind(self, meta: Any, children: list[Any]) -> _Kind:
         return _Kind("main")
@@ -493,8 +494,11 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     def sparse(self, meta: Any, children: list[Any]) -> bool:
         return True
 
-    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str, bool]:
-        return self._int(children[0]), str(children[1]), children[2] is not None
+    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str, int | None, bool]:
+        return self._int(children[0]), str(children[1]), children[2], children[3] is not None
+
+    def groups(self, meta: Any, children: list[Any]) -> int:
+        return self._int(children[0])
 
     def once(self, meta: Any, children: list[Any]) -> bool:
         return True

@@ -212,7 +212,9 @@ def task(t: Task, indent: str = "  ") -> list[str]:
     if head is None:
         head = f" {t.kind} color {t.color}" + (" sparse" if t.sparse else "")
         if t.batch is not None:
-            head += f" batch {t.batch} land {t.land}" + (" once" if t.once else "")
+            head += f" batch {t.batch} land {t.land}" + (
+                f" groups {t.groups}" if t.groups is not None else "") + (
+                " once" if t.once else "")
     return [f"{indent}task {t.name}{head} {{", *_block(t.body, indent + "  "), f"{indent}}}"]
 
 

@@ -30,7 +30,8 @@ class Core:
 
     __slots__ = ("arrays", "arrival", "base", "busy", "clock", "closed", "code", "config",
                  "configured", "end", "end_waiting", "env", "fabric", "fifo", "fifo_waiters",
-                 "fill", "flat", "flops", "idle", "limit", "pe", "per_task", "scalar", "sent",
+                 "fill", "flat", "flops", "idle", "limit", "marks", "pe", "per_task", "pos",
+                 "scalar", "sent",
                  "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
                  "start", "task", "tasks_run", "timer", "trace", "triggers", "value",
                  "wait", "waiting", "waiting_since", "windows_opened")
@@ -56,6 +57,9 @@ class Core:
         # colors whose end mark awaits its control task
         self.fill: defaultdict[int, int] = defaultdict(int)
         self.base: dict[int, int] = {}  # sparse batches: the first index of the window
+        # batches of whole groups: end marks landed in the open batch, position in its group
+        self.marks: dict[int, int] = {}
+        self.pos: dict[int, int] = {}
         # (made only where a program has batches: most PEs need none of these)
         batches = bool(code.batched)
         self.closed: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
@@ -154,14 +158,18 @@ class Core:
             if task.batch is not None:
                 assert color is not None
                 if task.sparse:
-                    self.env["index"] = self.base[color]
-                    self.env["count"] = task.batch
+                    if task.groups is None:
+                        self.env["index"] = self.base[color]
+                        self.env["count"] = task.batch
+                    else:
+                        self.env["count"] = self.fill[color]
                     if not task.once:  # the core clears the landing array for the next window
                         assert task.land is not None
                         land = self.code.arrays[task.land]
                         width = self.config.simd_width(land.dtype, "fill")
-                        self.clock += self.config.simd_startup + -(-task.batch // width)
-                        self.busy += self.config.simd_startup + -(-task.batch // width)
+                        slots = task.batch * (task.groups or 1)
+                        self.clock += self.config.simd_startup + -(-slots // width)
+                        self.busy += self.config.simd_startup + -(-slots // width)
                 else:
                     self.env["count"] = self.fill[color]
             elif task.kind == "data":
@@ -205,6 +213,7 @@ class Core:
                 assert color is not None
                 self.fill[color] = 0
                 self.base.pop(color, None)
+                self.marks.pop(color, None)
                 self.closed.discard(color)
                 self.pump(color, self.now())
 
@@ -262,6 +271,9 @@ class Core:
         task = self.code.batched[color]
         assert task.batch is not None and task.land is not None
         fifo, land = self.fifo[color], self.flat[task.land]
+        if task.groups is not None:
+            self.pump_groups(task, color, now, fifo, land)
+            return
         while fifo:
             w = fifo[0]
             if w is END:
@@ -290,6 +302,51 @@ class Core:
         if self.fill[color] and (full or (fifo and (fifo[0] is END or task.sparse))):
             self.closed.add(color)
             self.push_trigger(now, task.name, color)
+
+    def pump_groups(self, task: Task, color: int, now: int, fifo: deque[Wavelet],
+                    land: np.ndarray) -> None:
+        """Land a batch of whole groups: the k-th wavelet (sparse: the one with index k)
+        of the batch's j-th group at ``land[j * batch + k]``; its G-th end mark closes it."""
+        assert task.batch is not None and task.groups is not None
+        size = task.batch
+        while fifo:
+            w = fifo.popleft()
+            if self.fifo_waiters[color]:
+                self.fabric.release(self.fifo_waiters[color])
+            marks = self.marks.get(color)
+            if marks is None:  # the first wavelet or mark of a batch opens it
+                if task.sparse and task.once:
+                    if color in self.windows_opened:
+                        raise self.error(f"sparse batched task {task.name} is declared "
+                                         f"'once', but a second batch opens on color {color}")
+                    self.windows_opened.add(color)
+                elif task.sparse:
+                    land[:size * task.groups] = 0
+                marks = self.marks[color] = 0
+                self.pos[color] = 0
+            if w is END:
+                self.marks[color] = marks + 1
+                self.pos[color] = 0
+                if marks + 1 == task.groups:
+                    self.closed.add(color)
+                    self.push_trigger(now, task.name, color)
+                    return
+                continue
+            if task.sparse:
+                k = w[1]
+                if k is None:
+                    raise self.error(f"sparse data task {task.name} received a wavelet "
+                                     f"without an index on color {color}")
+            else:
+                k = self.pos[color]
+            if not 0 <= k < size:
+                what = f"index {k}" if task.sparse else f"wavelet {k + 1} of a group"
+                raise self.error(f"batched task {task.name} takes groups of up to {size} "
+                                 f"wavelets (indices 0..{size - 1}), but {what} arrived on "
+                                 f"color {color}")
+            land[marks * size + k] = w[0]
+            self.pos[color] += 1
+            self.fill[color] += 1
 
     def window(self, task: Task, color: int, w: Wavelet, land: np.ndarray) -> bool:
         """Whether the sparse wavelet ``w`` lands in the current window of ``batch``

@@ -279,8 +279,8 @@ class _Verifier:
             self.config_budget(p)
         for t in p.tasks:
             scope = set(PE_PARAMS) | {v.name for v in p.ints}
-            if t.kind == "data" and t.sparse:
-                scope.add("index")
+            if t.kind == "data" and t.sparse and t.groups is None:
+                scope.add("index")  # (a batch of whole groups has no first index)
             if t.batch is not None:
                 scope.add("count")
             self.block(p, t, t.body, (), scope, data_colors, configs)
@@ -426,10 +426,23 @@ class _Verifier:
         if land is None:
             raise self.fail(f"task {t.name} lands its wavelets in '{t.land}', which is not an "
                             f"array of program {p.name}", *key)
-        if prod(land.shape) < t.batch:
-            raise self.fail(f"task {t.name} lands batches of {t.batch} wavelets in "
+        if t.groups is not None and t.groups < 1:
+            raise self.fail(f"task {t.name}: a batch holds at least 1 group, not {t.groups}",
+                            *key)
+        slots = t.batch * (t.groups or 1)
+        if prod(land.shape) < slots:
+            what = f"{t.groups} groups of up to {t.batch}" if t.groups is not None else \
+                f"{t.batch}"
+            raise self.fail(f"task {t.name} lands batches of {what} wavelets in "
                             f"'{land.name}', which holds "
                             f"{counted(prod(land.shape), 'element')}", *key)
+        control = next((c for c in p.tasks if c.kind == "control" and c.color == t.color),
+                       None)
+        if t.groups is not None and control is not None:
+            raise self.fail(f"task {t.name} takes whole groups in batches, so the end marks "
+                            f"of color {t.color} close its batches and trigger no control "
+                            f"task; drop control task {control.name} (count groups in "
+                            f"{t.name})", *key)
         if t.once and not t.sparse:
             raise self.fail(f"task {t.name}: 'once' is for sparse batches (a dense batch "
                             "clears nothing); drop it", *key)

@@ -404,6 +404,15 @@ def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> Simulatio
     if code in (E.E_DATA_NO_INDEX, E.E_SPARSE_NO_INDEX):
         return core.error(f"sparse data task {task} received a wavelet without an index on "
                           f"color {color}")
+    if code == E.E_ONCE_TWICE and int(err[4]) < 0:
+        return core.error(f"sparse batched task {task} is declared 'once', but a second batch "
+                          f"opens on color {color}")
+    if code == E.E_GROUP_SLOT:
+        size = int(tables.tasks[int(err[2]), 4])
+        k = int(err[4])
+        what = f"index {k}" if int(tables.tasks[int(err[2]), 3]) else f"wavelet {k + 1} of a group"
+        return core.error(f"batched task {task} takes groups of up to {size} wavelets (indices "
+                          f"0..{size - 1}), but {what} arrived on color {color}")
     if code == E.E_ONCE_TWICE:
         return core.error(f"sparse batched task {task} is declared 'once', but a second window "
                           f"opens on color {color} (index {int(err[4])})")

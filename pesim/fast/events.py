@@ -20,6 +20,7 @@ from dtg.pesim.fast import f16
 from dtg.pesim.fast.calendar import schedule_event
 from dtg.pesim.fast.errors import (
     E_CYCLE_ROUTE,
+    E_GROUP_SLOT,
     E_INTERNAL,
     E_ONCE_TWICE,
     E_SINK_AFTER_LAST,
@@ -71,6 +72,7 @@ from dtg.pesim.fast.layout import (
     Q_HAS_BASE,
     Q_LEN,
     Q_OPENED,
+    Q_POS,
     Q_WAITERS,
     SEQ,
     SIGNAL_FIRED,
@@ -434,6 +436,9 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
     size = p.arrays[array_row, 1]
     base = q * s.settings[F_BUFFER]
     color = s.queue[q, Q_COLOR]
+    if p.tasks[task, 9]:
+        _pump_groups(s, p, q, c, task, land_slot, array_row, now)
+        return
     while s.queue[q, Q_LEN]:
         end = s.fifo_end[base]
         value, index = s.fifo_value[base], s.fifo_index[base]
@@ -469,6 +474,66 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
     if fill and (full or (n and (s.fifo_end[base] or sparse))):
         s.queue[q, Q_CLOSED] = 1
         push_trigger(s, c, now, task, color)
+
+
+@internal
+def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int,
+                 array_row: int, now: int) -> None:
+    """``Core.pump_groups``: the k-th wavelet (sparse: index k) of the batch's j-th group
+    at ``land[j * batch + k]``; the batch's G-th end mark closes it."""
+    sparse, size, groups = p.tasks[task, 3], p.tasks[task, 4], p.tasks[task, 9]
+    base = q * s.settings[F_BUFFER]
+    color = s.queue[q, Q_COLOR]
+    while s.queue[q, Q_LEN]:
+        end = s.fifo_end[base]
+        value, index = s.fifo_value[base], s.fifo_index[base]
+        _fifo_remove(s, q, 0)
+        if s.queue[q, Q_WAITERS]:
+            release_queue(s, q)
+        if not s.queue[q, Q_HAS_BASE]:  # the first wavelet or mark of a batch opens it
+            if sparse and p.tasks[task, 6]:  # once
+                if s.queue[q, Q_OPENED]:
+                    s.error[0] = E_ONCE_TWICE
+                    s.error[1] = c
+                    s.error[2] = task
+                    s.error[3] = color
+                    s.error[4] = -1
+                    raise FastError()
+                s.queue[q, Q_OPENED] = 1
+            elif sparse:
+                for k in range(size * groups):
+                    store_element(s, p, c, array_row, land_slot, k, 0.0)
+            s.queue[q, Q_HAS_BASE] = 1
+            s.queue[q, Q_BASE] = 0
+            s.queue[q, Q_POS] = 0
+        if end:
+            s.queue[q, Q_BASE] += 1
+            s.queue[q, Q_POS] = 0
+            if s.queue[q, Q_BASE] == groups:
+                s.queue[q, Q_CLOSED] = 1
+                push_trigger(s, c, now, task, color)
+                return
+            continue
+        if sparse:
+            if index == NO_INDEX:
+                s.error[0] = E_SPARSE_NO_INDEX
+                s.error[1] = c
+                s.error[2] = task
+                s.error[3] = color
+                raise FastError()
+            k = index
+        else:
+            k = s.queue[q, Q_POS]
+        if not 0 <= k < size:
+            s.error[0] = E_GROUP_SLOT
+            s.error[1] = c
+            s.error[2] = task
+            s.error[3] = color
+            s.error[4] = k
+            raise FastError()
+        store_element(s, p, c, array_row, land_slot, s.queue[q, Q_BASE] * size + k, value)
+        s.queue[q, Q_POS] += 1
+        s.queue[q, Q_FILL] += 1
 
 
 @internal

@@ -279,8 +279,11 @@ def _dispatch(p: Program, s: State, c: int, env: int) -> bool:
     q = s.core[c, QUEUES] + p.tasks[task, 7]
     if batch:
         if sparse:
-            s.env[env + SLOT_INDEX] = s.queue[q, Q_BASE]
-            s.env[env + SLOT_COUNT] = batch
+            if p.tasks[task, 9]:  # (whole groups: no first index)
+                s.env[env + SLOT_COUNT] = s.queue[q, Q_FILL]
+            else:
+                s.env[env + SLOT_INDEX] = s.queue[q, Q_BASE]
+                s.env[env + SLOT_COUNT] = batch
             clear = p.tasks[task, 8]
             s.core[c, CLOCK] += clear
             s.core[c, BUSY] += clear

@@ -40,9 +40,11 @@ K_NOTHING, K_TIMEOUT, K_IDLE, K_ARRIVAL, K_STALL = range(5)
 SIGNAL_PENDING, SIGNAL_FIRED = 1, 2
 
 # ---------------------------------------------------------- core queue fields
+# (batches of whole groups: Q_BASE counts the open batch's end marks, Q_HAS_BASE says a
+# batch is open, Q_POS is the position in the current group)
 (Q_CORE, Q_COLOR, Q_LEN, Q_WAITERS, Q_ARRIVAL, Q_FILL, Q_BASE, Q_HAS_BASE, Q_CLOSED,
- Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED) = range(14)
-QUEUE_FIELDS = 14
+ Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED, Q_POS) = range(15)
+QUEUE_FIELDS = 15
 
 # ------------------------------------------------------------- buffer fields
 # (what a forward reads first; a row is two cache lines)

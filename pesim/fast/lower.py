@@ -149,7 +149,8 @@ class Tables:
     consts: np.ndarray
     addresses: np.ndarray
     # per task (all programs): entry pc, kind, color, sparse, batch (0: none), landing
-    # array slot, once, color's queue slot, cost of clearing a sparse batch's window
+    # array slot, once, color's queue slot, cost of clearing a sparse batch's window,
+    # groups per batch (0: a batch within a group)
     tasks: np.ndarray
     # per array (all programs): dtype code, size, rank, shape...
     arrays: np.ndarray
@@ -400,12 +401,12 @@ class _Program:
             clear = 0  # a sparse batch's core clears the landing array for the next window
             if t.batch is not None and t.sparse and not t.once and t.land is not None:
                 width = self.config.simd_width(self.array_dtype[t.land], "fill")
-                clear = self.config.simd_startup + -(-t.batch // width)
+                clear = self.config.simd_startup + -(-(t.batch * (t.groups or 1)) // width)
             self.m.tasks.append([
                 entries.get(t.name, NO), _KIND[t.kind], t.color if t.color is not None else NO,
                 int(t.sparse), t.batch or 0,
                 self.array_slot[t.land] if t.land is not None else NO, int(t.once),
-                queue_slot[t.color] if t.color is not None else NO, clear])
+                queue_slot[t.color] if t.color is not None else NO, clear, t.groups or 0])
         array_base = len(self.m.arrays)
         for a in p.arrays:
             if len(a.shape) > MAX_RANK:
@@ -649,7 +650,7 @@ def lower_module(module: PeModule, config: FabricConfig) -> Tables:
         code=table(m.code, 6), ints=table(m.ints, 2), int_at=table(m.int_at, 2),
         floats=table(m.floats, 2), float_at=table(m.float_at, 2),
         consts=np.array(m.consts, dtype=np.float64), addresses=table(m.addresses, 2 + MAX_RANK),
-        tasks=table(m.tasks, 9), arrays=table(m.arrays, 3 + MAX_RANK),
+        tasks=table(m.tasks, 10), arrays=table(m.arrays, 3 + MAX_RANK),
         programs=table(m.programs, 8), queues=table(m.queues, 4), configs=table(m.configs, 21),
         variants=table(m.variants, 13), offsets=offsets.astype(np.int64),
         bases=table(m.bases, 4), info=tuple(info))

@@ -37,3 +37,36 @@ def sim(text: str, inputs: Mapping[str, Any] | None = None,
     arrays = {k: np.asarray(v) for k, v in (inputs or {}).items()}
     specs = {k: TensorInfo(shape, dtype) for k, (shape, dtype) in (outputs or {}).items()}
     return simulate(module, arrays, specs, config=config, max_seconds=max_seconds)
+
+
+GROUPS = """
+module groups
+mesh PE[1, 1]
+input A KIND color 0 { A[i = 0:3, j = 0:2] -> [PE[0, -1] -> index[i, j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 a[4][3] store B;
+  array float32 land[LAND];
+  array float32 seen[4] store S;
+  int g = 0;
+  route 0: N -> RAMP;
+  task got data color 0 SPARSE batch 4 land land groups G ONCE {
+    for (j = 0; j <= G - 1; j++) {
+      for (k = 0; k <= 2; k++) {
+        a[g + j][k] = land[4 * j + k];
+      }
+    }
+    for (n = 1; n <= count; n++) {
+      seen[g // G] += 1.0;
+    }
+    g += G;
+  }
+}
+"""
+
+
+def groups(kind: str, g: int, *, once: bool = False, land: int | None = None) -> str:
+    """A module taking a 4 x 3 input (dense or sparse) in batches of ``g`` whole groups."""
+    return GROUPS.replace("KIND", kind).replace("SPARSE", "sparse" if kind == "sparse" else "")\
+        .replace("ONCE", "once" if once else "").replace("LAND", str(land or 4 * g))\
+        .replace("G", str(g))

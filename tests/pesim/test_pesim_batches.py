@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pesim_support import build, sim
+from pesim_support import build, groups, sim
 
 from dtg.errors import SimulationError
 
@@ -194,5 +194,58 @@ program p origin PE[0, 0] pes { PE[0, 0] }
   }
 }
 """.replace("HEAD", head).replace("DECL", decl)
+    with pytest.raises(SimulationError, match=message):
+        build(text)
+
+
+A4 = np.array([[1, 0, 2], [0, 0, 0], [3, 4, 5], [0, -6, 0]], np.float32)
+
+
+@pytest.mark.parametrize("g", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_batches_of_whole_groups_land_each_group_in_its_slot(kind: str, g: int) -> None:
+    result = sim(groups(kind, g), {"A": A4}, {"B": ((4, 3), "float32"),
+                                             "S": ((4,), "float32")})
+    assert np.array_equal(result.outputs["B"], A4)
+    # one task per batch, no control task: end marks close the batches
+    assert result.pes[(0, 0)].tasks_run == 4 // g
+    sent = [3] * 4 if kind == "dense" else [2, 0, 3, 1]  # (sparse: no zeros)
+    count = [sum(sent[b * g:(b + 1) * g]) for b in range(4 // g)]
+    assert list(result.outputs["S"]) == count + [0] * (4 - len(count))
+
+
+def test_sparse_batches_of_groups_are_cleared_unless_once() -> None:
+    cleared = sim(groups("sparse", 4), {"A": A4}, {"B": ((4, 3), "float32"),
+                                                  "S": ((4,), "float32")})
+    once = sim(groups("sparse", 4, once=True), {"A": A4}, {"B": ((4, 3), "float32"),
+                                                          "S": ((4,), "float32")})
+    assert np.array_equal(once.outputs["B"], A4)
+    # clearing 4 groups x 4 float32 slots: SIMD start-up + 16 cycles at width 1
+    assert cleared.pes[(0, 0)].busy - once.pes[(0, 0)].busy == 4 + 16
+    with pytest.raises(SimulationError, match="declared 'once', but a second batch opens"):
+        sim(groups("sparse", 2, once=True), {"A": A4}, {"B": ((4, 3), "float32"),
+                                                       "S": ((4,), "float32")})
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("dense", r"groups of up to 2 wavelets \(indices 0..1\), but wavelet 3 of a group"),
+    ("sparse", r"groups of up to 2 wavelets \(indices 0..1\), but index 2 arrived"),
+])
+def test_a_group_larger_than_its_slot_is_an_error(kind: str, message: str) -> None:
+    text = groups(kind, 2).replace("batch 4", "batch 2")
+    with pytest.raises(SimulationError, match=message):
+        sim(text, {"A": A4 + 1}, {"B": ((4, 3), "float32"), "S": ((4,), "float32")})
+
+
+@pytest.mark.parametrize("change, message", [
+    (("groups 2", "groups 0"), "at least 1 group, not 0"),
+    (("land[8]", "land[7]"), "batches of 2 groups of up to 4 wavelets in 'land', which "
+                             "holds 7 elements"),
+    (("  task got", "  task next control color 0 {\n  }\n  task got"),
+     "drop control task next"),
+    (("g += 2;", "g += index;"), "index"),
+])
+def test_bad_batches_of_groups_are_rejected(change: tuple[str, str], message: str) -> None:
+    text = groups("sparse", 2).replace(*change)
     with pytest.raises(SimulationError, match=message):
         build(text)

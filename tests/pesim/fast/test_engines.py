@@ -8,6 +8,7 @@ machine (later runs load it from numba's cache)."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 import dtg
 from dtg.api import module_text
+from dtg.errors import SimulationError
 from dtg.lair.interp import check_inputs
 from dtg.pe.parser import parse_module_text
 from dtg.pesim import sim
@@ -28,6 +30,9 @@ PROGRAMS = sorted({*(p for p in (ROOT / "examples").glob("*/*.lair")
                    *(ROOT / "examples" / "polybench").glob("*.lair")})
 
 pytestmark = pytest.mark.long
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pesim_support import build, groups  # noqa: E402  (the pesim tests' module texts)
 
 
 def both_engines(program: Path, *, simd: bool, seed: int = 0, arrival: str = "batched",
@@ -109,3 +114,31 @@ def test_a_run_that_differs_is_told_apart() -> None:
     changed[first].flat[0] += np.ones(1, dtype=changed[first].dtype)[0]
     with pytest.raises(AssertionError):
         assert_same_run(a, dataclasses.replace(b, outputs=changed))
+
+
+@pytest.mark.parametrize("kind, g, once", [("dense", 1, False), ("dense", 2, False),
+                                           ("sparse", 2, False), ("sparse", 4, True)])
+def test_batches_of_whole_groups_run_the_same(kind: str, g: int, once: bool) -> None:
+    module = build(groups(kind, g, once=once))
+    a = np.array([[1, 0, 2], [0, 0, 0], [3, 4, 5], [0, -6, 0]], np.float32)
+    outputs = {"B": TensorInfo((4, 3), "float32"), "S": TensorInfo((4,), "float32")}
+    assert_same_run(sim.simulate(module, {"A": a}, outputs),
+                    engine.simulate(module, {"A": a}, outputs))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("once", "declared 'once', but a second batch opens"),
+    ("slot", "groups of up to 2 wavelets"),
+])
+def test_batches_of_whole_groups_fail_alike(text: str, message: str) -> None:
+    source = groups("sparse", 2, once=True) if text == "once" else \
+        groups("dense", 2).replace("batch 4", "batch 2")
+    module = build(source)
+    a = np.array([[1, 0, 2], [0, 0, 0], [3, 4, 5], [0, -6, 0]], np.float32) + 1
+    outputs = {"B": TensorInfo((4, 3), "float32"), "S": TensorInfo((4,), "float32")}
+    errors = []
+    for run in (sim.simulate, engine.simulate):
+        with pytest.raises(SimulationError, match=message) as found:
+            run(module, {"A": a}, outputs)
+        errors.append(str(found.value))
+    assert errors[0] == errors[1]
