@@ -26,8 +26,10 @@ from math import ceil, prod
 
 import islpy as isl
 
+from dtg.codegen import groupbatch
 from dtg.codegen.adapters import adapter_window
 from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
+from dtg.codegen.groupbatch import control_cycles
 from dtg.codegen.hoist import per_arrival_cond_ops
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
 from dtg.codegen.keeping import keep_cycles
@@ -35,7 +37,7 @@ from dtg.codegen.scalarcode import scalar_code
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
-from dtg.mapping import poly
+from dtg.mapping import affine, poly
 from dtg.mapping.flows import InputFlow, Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
 from dtg.pe.ir import (
@@ -55,6 +57,7 @@ from dtg.pe.walk import iexpr_names, stmt_names
 
 ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
+ALWAYS_GROUPS = "always-groups"  # as ALWAYS, batches of whole groups first (for testing)
 MAX_BATCH = 64
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
@@ -78,9 +81,15 @@ class Candidate:
     cycles: int | None  # from the first arrival on the busiest PE to the end of its work
     note: str
     busy: int | None = None  # the data task's cycles on a PE over its groups, no zeros
+    groups: int | None = None  # batches of whole groups: how many per batch
+
+    @property
+    def way(self) -> tuple[int | None, int | None]:
+        """What tells the candidates apart: the batch size, the groups per batch."""
+        return self.size, self.groups
 
     def report(self) -> dict[str, object]:
-        return {"batch": self.size, "predicted_cycles": self.cycles,
+        return {"batch": self.size, "groups": self.groups, "predicted_cycles": self.cycles,
                 "predicted_busy": self.busy, "note": self.note}
 
 
@@ -125,6 +134,22 @@ class Batch:
     gain: int = 0  # predicted cycles saved over per-wavelet tasks
     keep: KeepCopy | None = None  # a stream also kept in memory: the batch's copy
     once: bool = False  # sparse: one window per PE in the whole run, never cleared
+    # batches of whole groups (codegen.groupbatch): ``groups`` of them per batch, ``size``
+    # slots each; the outer index values ``fixed`` are the batch's, ``context``'s
+    # parameters are the PE's and those
+    groups: int | None = None
+    fixed: tuple[str, ...] = ()
+    first: isl.PwAff | None = None  # what ``index`` stands for (groupbatch.GroupLayout)
+
+    def describe(self) -> str:
+        if self.groups is None:
+            return f"batches of {self.size}"
+        return f"batches of {self.groups} groups of up to {self.size}"
+
+    @property
+    def way(self) -> tuple[int | None, int | None]:
+        """As :attr:`Candidate.way`."""
+        return self.size, self.groups
 
     @property
     def extensions(self) -> tuple[Extension, ...]:
@@ -158,8 +183,9 @@ class ArrivalPlan:
         return replace(self, batches=tuple(b for b in self.batches if b.flow != flow))
 
     def report(self) -> dict[str, object]:
-        chosen = {b.flow: b.size for b in self.batches}
-        return {flow: {"chosen_batch": chosen.get(flow),
+        chosen = {b.flow: b for b in self.batches}
+        return {flow: {"chosen_batch": chosen[flow].size if flow in chosen else None,
+                       "chosen_groups": chosen[flow].groups if flow in chosen else None,
                        "candidates": [c.report() for c in cands]}
                 for flow, cands in self.candidates}
 
@@ -170,7 +196,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
     """For each input flow, the predicted cost of per-wavelet tasks and of batches
     of each candidate size; the cheapest batching where it beats per-wavelet tasks.
     ``grow=False``: no batch whose box hull needs larger local arrays."""
-    if arrival not in (*ARRIVAL_MODES, ALWAYS):
+    if arrival not in (*ARRIVAL_MODES, ALWAYS, ALWAYS_GROUPS):
         raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
     batches: list[Batch] = []
     candidates: list[tuple[str, tuple[Candidate, ...]]] = []
@@ -179,7 +205,9 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
         if not tasks and flow.tensor not in tg.buffered:
             continue
         cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
-                                  arrival != "per-wavelet", force=arrival == ALWAYS, grow=grow)
+                                  arrival != "per-wavelet",
+                                  force=arrival in (ALWAYS, ALWAYS_GROUPS),
+                                  groups_first=arrival == ALWAYS_GROUPS, grow=grow)
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
@@ -188,7 +216,7 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
 
 def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
                 flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool, *,
-                force: bool = False, grow: bool = True
+                force: bool = False, groups_first: bool = False, grow: bool = True
                 ) -> tuple[tuple[Candidate, ...], Batch | None]:
     window = _window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
@@ -229,18 +257,49 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
                         None if every is None else groups * every)]
     if not enabled:
         return tuple(result), None
+    best = _within_groups(tg, memory, flow, tasks, window, groups, period, max_batch, grow,
+                          result)
+    grouped = _group_candidates(tg, memory, flow, tasks, period)
+    result.extend(c for c, _ in grouped)
+    if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
+        best = None
+    # (per group, the others also pay an end mark's control task)
+    control = control_cycles(flow, groups)
+    rival = min((c for c in (pw_cycles, best[0] if best else None) if c is not None),
+                default=None)
+    for cand, made in grouped:
+        if cand.cycles is not None and made is not None and (
+                rival is None or cand.cycles < rival + control or groups_first) and (
+                    best is None or best[1].groups is None or cand.cycles < best[0]):
+            best = (cand.cycles, made)
+            if groups_first:  # (the fewest groups per batch: the most batches)
+                break
+    if best is None:
+        return tuple(result), None
+    gain = max(0, pw_cycles + (control if best[1].groups is not None else 0) - best[0]) \
+        if pw_cycles is not None else 0
+    return tuple(result), replace(best[1], gain=gain)
+
+
+def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
+                   window: tuple[isl.PwAff, isl.PwAff, int] | None, groups: int, period: int,
+                   max_batch: int, grow: bool, result: list[Candidate]
+                   ) -> tuple[int, Batch] | None:
+    """Batches of consecutive wavelets within a group: each size's candidate (appended to
+    ``result``) and the cheapest batching, if any."""
+    length = window[2] if window is not None else None
     kept = memory.of(flow.tensor) if flow.tensor in tg.buffered else None
     if flow.tensor in tg.buffered and kept is None:
         result.append(Candidate(None, None, "no batches: the kept stream has no array"))
-        return tuple(result), None
+        return None
     if window is None or length is None:
         result.append(Candidate(None, None, "no batches: the arrivals of a group do not "
                                             "have a first and last index per PE"))
-        return tuple(result), None
+        return None
     land_local = _landing(tg, flow, max_batch)
     if isinstance(land_local, str):
         result.append(Candidate(None, None, f"no batches: {land_local}"))
-        return tuple(result), None
+        return None
     best: tuple[int, Batch] | None = None
     sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)},
                    reverse=True)
@@ -269,10 +328,47 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
                                 groups * batches * cost[0]))
         if best is None or cycles < best[0]:
             best = (cycles, made)
-    if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
-        return tuple(result), None
-    gain = max(0, pw_cycles - best[0]) if pw_cycles is not None else 0
-    return tuple(result), replace(best[1], gain=gain)
+    return best
+
+
+def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
+                      period: int) -> list[tuple[Candidate, Batch | None]]:
+    """Batches of whole groups (:mod:`codegen.groupbatch`), each with its prediction."""
+    found = groupbatch.layouts(tg, flow)
+    if isinstance(found, str):
+        return [] if flow.index_dims < 2 else [
+            (Candidate(None, None, f"no batches of whole groups: {found}"), None)]
+    made: list[tuple[Candidate, Batch | None]] = []
+    for layout in found:
+        what = f"batches of {layout.groups} groups of up to {layout.slot}"
+        chosen = groupbatch.decisions(tg, memory, flow, tasks, layout)
+        if isinstance(chosen, str):
+            made.append((Candidate(layout.slot, None, f"{what}: {chosen}", None, layout.groups),
+                         None))
+            continue
+        once = flow.kind == "sparse" and layout.batches == 1
+        work = sum(_run_cost(d, tg, t, count=layout.slot) for t, d in chosen)
+        keep: KeepCopy | None = None
+        if flow.tensor in tg.buffered:  # the batch's kept elements copied into place
+            kept = memory.of(flow.tensor)
+            copy = "the kept stream has no array" if kept is None else keep_copy(
+                flow, kept, layout.land, layout.context, free=layout.free)
+            if isinstance(copy, str):
+                made.append((Candidate(layout.slot, None, f"{what}: {copy}", None,
+                                       layout.groups), None))
+                continue
+            keep = copy
+            work += keep.cycles(layout.land.dtype)
+        cycles, busy = groupbatch.batch_cycles(layout, work, sparse=flow.kind == "sparse",
+                                               once=once, period=period,
+                                               streams=len(tg.inputs))
+        note = f"{what}: {counted(layout.batches, 'batch', 'batches')} of {work} cycles of work"
+        batch = Batch(flow.name, layout.slot, layout.land, layout.context,
+                      tuple(t for t, _ in chosen), tuple((t.name, d) for t, d in chosen),
+                      keep=keep, once=once, groups=layout.groups, fixed=layout.fixed,
+                      first=layout.first)
+        made.append((Candidate(layout.slot, cycles, note, busy, layout.groups), batch))
+    return made
 
 
 def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
@@ -280,6 +376,7 @@ def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
     (``kept``): the kept box is the whole window, at the start of the tensor's array."""
     keep = batch.keep
     return keep is not None and kept is not None and not keep.variants and \
+        batch.groups is None and \
         keep.sizes == (batch.size,) and \
         keep.dst_strides == (1,) and keep.src_strides == (1,) and \
         keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
@@ -372,11 +469,11 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     pieces: list[isl.MultiAff] = []
     pma.foreach_piece(lambda _s, ma: pieces.append(ma))
     inner = pieces[0].get_at(flow.index_dims - 1)
-    inner = inner.gist(reaching.align_params(inner.get_domain_space()))
-    n_in = inner.dim(isl.dim_type.in_)
-    if any(inner.get_div(d).involves_dims(isl.dim_type.in_, 0, n_in)
-           for d in range(inner.dim(isl.dim_type.div))):
+    made = affine.affine_on(inner.gist(reaching.align_params(inner.get_domain_space())),
+                            reaching)
+    if made is None:
         return "the position of an element in its group is not affine on a PE"
+    inner = made.gist(reaching.align_params(made.get_domain_space()))
     inner = poly.with_params(inner, [poly.INDEX])
     ls = isl.LocalSpace.from_space(inner.get_domain_space())
     start = isl.Aff.var_on_domain(ls, isl.dim_type.param, inner.get_domain_space(
@@ -434,27 +531,29 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
     keep: KeepCopy | None = None
     kept = memory.of(flow.tensor) if flow.tensor in tg.buffered else None
     if kept is not None:
-        copy = _keep_copy(flow, kept, land, context)
+        copy = keep_copy(flow, kept, land, context)
         if isinstance(copy, str):
             return f"batches of {size}: {copy}"
         keep = copy
     return Batch(flow.name, size, land, context, tuple(batched), tuple(decisions), keep=keep)
 
 
-def _keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: isl.Set
-               ) -> KeepCopy | str:
+def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: isl.Set, *,
+              free: tuple[str, ...] | None = None) -> KeepCopy | str:
     """The copy of a batch's kept elements into ``kept``'s array: the elements arriving
-    at the PE in the batch's window that the PE needs, as one box."""
+    at the PE in the batch's window (``free``: for any value of these index parameters,
+    a batch of whole groups) that the PE needs, as one box."""
     reaching = poly.bind_pe(flow.reaching().reverse())
     order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
     at_index = order.bind_range(poly.multi_id(order.get_space().range(),
                                               poly.index_names(flow.index_dims)))
     needed = poly.bind_pe(kept.array.per_pe)
     at_index, needed = poly.align_params(at_index, needed)
-    elements = poly.over_window(at_index.intersect(needed), poly.INDEX, COUNT)
+    elements = poly.over_window(at_index.intersect(needed), poly.INDEX, COUNT) if \
+        free is None else poly.project_out_params(at_index.intersect(needed), free)
     elements, ctx = poly.align_params(elements, context)
     elements = elements.intersect_params(ctx).coalesce()
-    varying = (*poly.index_params(elements), COUNT)
+    varying = (*poly.index_params(elements), *((COUNT,) if free is None else ()))
     rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(elements,
                                                                       index=varying))
     if rect is None:  # (quasi-affine orders over linearized indices can make isl explode)

@@ -258,10 +258,11 @@ def _stage_text(stage: str, c: Compilation) -> str:
                 lines.append(f"  compression: {d.compression}")
         for flow, candidates in (c.arrivals.candidates if c.arrivals else ()):
             batch = c.arrivals.of(flow) if c.arrivals else None
-            chosen = f"batches of {batch.size}" if batch else "one task per wavelet"
+            chosen = batch.describe() if batch else "one task per wavelet"
             lines.append(f"arrivals of {flow}: {chosen}")
             for cand in candidates:
-                size = "per wavelet" if cand.size is None else f"batch {cand.size}"
+                size = "per wavelet" if cand.size is None else f"batch {cand.size}" + (
+                    f" x {cand.groups} groups" if cand.groups is not None else "")
                 cycles = "-" if cand.cycles is None else f"{cand.cycles} cycles"
                 lines.append(f"  {size}: {cycles} ({cand.note})")
             for task, d in (batch.decisions if batch else ()):

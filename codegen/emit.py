@@ -397,6 +397,8 @@ class _ComputeBuilder(Sharing, Gathering):
                                              for c in self.configs[configs_before:]]
             land = local.name
             self.landed_in_place.add(batch.land.name)
+        if batch is not None and batch.groups is not None:
+            return self._group_task(flow, batch, body, land, done, counted=counted)
         env: dict[str, IExpr] = {}
         context = self.region.context()
         group_vars: list[Stmt] = []
@@ -440,6 +442,35 @@ class _ComputeBuilder(Sharing, Gathering):
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
                      batch.size if batch else None, land, batch is not None and batch.once),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
+
+    def _group_task(self, flow: InputFlow, batch: Batch, body: list[Stmt], land: str | None,
+                    done: Sequence[Stmt], *, counted: bool) -> list[Task]:
+        """The data task of a stream taken in batches of whole groups: it counts the
+        groups itself (its end marks trigger no control task), the batch's leading outer
+        index values from that count. What follows the last batch runs in a local task,
+        as it would in the control task of the last end mark."""
+        assert batch.groups is not None
+        env = self._outer_index(flow, self.region.context())
+        if batch.first is not None:  # (the first slot's index, a function of the PE)
+            known = poly.project_out_params(flow.arrival_context(), [
+                n for n in poly.index_names(flow.index_dims) if n not in batch.fixed])
+            env["index"] = substitute(pw_aff_expr(batch.first, known), env)
+        data = list(substitute_stmts(tuple(body), env))
+        data.append(SetInt(f"g_{flow.name}", "+=", IConst(batch.groups)))
+        tasks: list[Task] = []
+        if counted:
+            data.append(SetInt("pending", "+=", IConst(-batch.groups)))
+            if done:
+                data.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+        elif done:
+            name = f"after_{flow.name}"
+            tasks.append(Task(name, "local", tuple(done)))
+            data.extend(guarded(Cmp("==", IVar(f"g_{flow.name}"), IConst(flow.groups)),
+                                [Activate(name)]) if isinstance(flow.groups, int) and
+                        flow.groups > batch.groups else [Activate(name)])
+        self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
+        return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
+                     batch.size, land, batch.once, batch.groups), *tasks]
 
     def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:
         return lands_in_place(batch, self.memory.of(flow.tensor))

@@ -383,14 +383,14 @@ def _slow_streams(c: Compilation) -> frozenset[str]:
     """Streamed tensors whose per-element statements the busiest PE takes at least
     :data:`SLOW_STREAM` cycles per arriving wavelet for, in the way chosen."""
     assert c.tasks is not None and c.arrivals is not None
-    chosen = {b.flow: b.size for b in c.arrivals.batches}
+    chosen = {b.flow: b.way for b in c.arrivals.batches}
     flows = {f.name: f for f in c.tasks.inputs}
     slow: set[str] = set()
     for name, candidates in c.arrivals.candidates:
         flow = flows[name]
         if flow.tensor in c.tasks.buffered:
             continue
-        way = next((k for k in candidates if k.size == chosen.get(name)), None)
+        way = next((k for k in candidates if k.way == chosen.get(name, (None, None))), None)
         arrivals = box_volume(poly.bind_pe(flow.arrivals()))
         if way is not None and way.busy is not None and way.busy >= SLOW_STREAM * arrivals:
             slow.add(flow.tensor)
@@ -402,13 +402,13 @@ def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
     flows' chosen way, from the first arrival to the end of its work) and of the
     statements that run once they are complete (their decision's prediction)."""
     assert c.tasks is not None and c.arrivals is not None and c.decisions is not None
-    chosen = {b.flow: b.size for b in c.arrivals.batches}
+    chosen = {b.flow: b.way for b in c.arrivals.batches}
     tensor_of = {f.name: f.tensor for f in c.tasks.inputs}
     total = 0
     for name, candidates in c.arrivals.candidates:
         if tensor_of[name] not in tensors:
             continue
-        way = next((k for k in candidates if k.size == chosen.get(name)), None)
+        way = next((k for k in candidates if k.way == chosen.get(name, (None, None))), None)
         if way is None or way.cycles is None:
             return None
         total = max(total, way.cycles)

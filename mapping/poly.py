@@ -165,7 +165,7 @@ def bind_leading(s: isl.Set, names: Sequence[str]) -> isl.Set:
     return as_map.bind_domain(multi_id(as_map.get_space().domain(), names))
 
 
-def project_out_params(obj: isl.Set, names: Sequence[str]) -> isl.Set:
+def project_out_params(obj: _S, names: Sequence[str]) -> _S:
     """Project out the parameters ``names`` of ``obj`` that it has."""
     space = obj.get_space()
     ids = isl.IdList.alloc(obj.get_ctx(), len(names))

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import islpy as isl
 import pytest
 from conftest import EXAMPLES
 
@@ -144,3 +145,47 @@ def test_a_sliding_window_batch_is_one_box_along_a_skewed_basis(tmp_path: Path) 
     for seed in (0, 1, 2):
         outcome = run_program(tmp_path / "s.lair", seed=seed)
         assert outcome.comparison.verified and outcome.comparison.exact
+
+
+DEGENERATE = EXAMPLES / "conv2d_degenerate" / "conv2d_degenerate.lair"
+
+
+def test_short_groups_are_taken_in_batches_of_whole_groups() -> None:
+    """Listing 5's convolution: 32 groups of 2 wavelets reach each PE; one batch of all of
+    them (the order's divisions are fixed on a PE: its landing position is affine there)
+    and one 4-D SIMD instruction, instead of 32 data and 32 control tasks."""
+    c = compile_file(DEGENERATE)
+    assert c.arrivals is not None and c.module is not None
+    (batch,) = c.arrivals.batches
+    assert (batch.size, batch.groups, batch.fixed, batch.once) == (2, 32, (), True)
+    (task,) = [t for p in c.module.programs for t in p.tasks if t.batch is not None]
+    assert (task.batch, task.groups, task.once, task.sparse) == (2, 32, True, True)
+    assert not [t for p in c.module.programs for t in p.tasks if t.kind == "control"]
+    (d,) = (d for _, d in batch.decisions)
+    assert d.used and d.sizes is not None and len(d.sizes) == 4
+
+
+def test_the_check_rejects_a_batch_of_groups_that_lands_elements_together() -> None:
+    c = compile_file(DEGENERATE)
+    assert c.arrivals is not None and c.tasks is not None and c.memory is not None
+    (batch,) = c.arrivals.batches
+    check_batch(c.tasks, c.memory, batch)  # as compiled: quiet
+    position = batch.land.to_local_bound
+    two = isl.Val.int_from_si(isl.DEFAULT_CONTEXT, 2)
+    halved = position.set_at(0, position.get_at(0).scale_down_val(two).floor())
+    land = dataclasses.replace(batch.land, array=dataclasses.replace(
+        batch.land.array, to_local_bound=halved, to_local=halved))
+    with pytest.raises(DataFlowError, match="do not land each element in a slot of its own"):
+        check_batch(c.tasks, c.memory, dataclasses.replace(batch, land=land))
+
+
+def test_the_check_rejects_a_batch_of_groups_that_runs_other_instances() -> None:
+    c = compile_file(DEGENERATE)
+    assert c.arrivals is not None and c.tasks is not None and c.memory is not None
+    (batch,) = c.arrivals.batches
+    (task,) = batch.tasks
+    assert task.instances is not None
+    fewer = dataclasses.replace(task, instances=task.instances.subtract(
+        task.instances.lexmin()))
+    with pytest.raises(DataFlowError, match="run other instances than their arrivals"):
+        check_batch(c.tasks, c.memory, dataclasses.replace(batch, tasks=(fewer,)))

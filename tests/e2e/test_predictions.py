@@ -42,9 +42,10 @@ def test_chosen_way_is_predicted_within_ten_percent(case: Case, arrival: str) ->
     inputs = {name: np.where(a == 0, 1, a) for name, a in make_inputs(c.program).items()}
     run = run_module(c.module, c.program, inputs)
     assert run.comparison.verified
-    chosen = {b.flow: b.size for b in c.arrivals.batches}
+    chosen = {b.flow: b.way for b in c.arrivals.batches}
     for flow, candidates in c.arrivals.candidates:
-        (way,) = [k for k in candidates if k.size == chosen.get(flow) and k.busy is not None]
+        (way,) = [k for k in candidates
+                  if k.way == chosen.get(flow, (None, None)) and k.busy is not None]
         measured = max(pe.tasks.get(f"on_{flow}", (0, 0))[1] for pe in run.result.pes.values())
         assert measured > 0, f"no data task ran for {flow}"
         assert abs(way.busy - measured) <= TOLERANCE * measured, (
