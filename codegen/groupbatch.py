@@ -91,7 +91,11 @@ def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
     for k in range(n - 2, -1, -1):
         trailing = sizes[k:]
         groups = prod(s or 0 for s in trailing)
-        if groups < 2 or groups * size > max_slots:
+        if groups < 2:
+            why = "a PE receives one group at a time"
+            continue
+        if groups * size > max_slots:
+            why = f"no batch of whole groups fits {max_slots} elements"
             continue
         fixed, free = names[:k], names[k:]
         if not _depends_only_on(base, [*poly.PE_NAMES, *fixed]):
