@@ -160,6 +160,17 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
                         _least_compute(model, mapping, config, fixed=False))))
 
 
+def statements_compute(model: PolyModel, mapping: Mapping, statements: set[str],
+                       config: FabricConfig | None = None) -> int:
+    """The compute term for some of the statements only (one layer of a network): the
+    least cycles the busiest PE spends on their element operations."""
+    config = config or FabricConfig()
+    least = _least_compute(model, mapping, config)
+    work = _work(model, mapping, config, {})
+    return math.ceil(max((least({n: c for n, c in piece.per_stmt.items() if n in statements})
+                          for piece in work), default=0))
+
+
 def _least_compute(model: PolyModel, mapping: Mapping, config: FabricConfig, *,
                    fixed: bool = True) -> Callable[[dict[str, Fraction]], Fraction]:
     """The least cycles any code spends on a PE's element operations, from its

@@ -35,7 +35,8 @@ from dtg.pesim.cli import seed_arg
 if TYPE_CHECKING:
     from dtg.mapsearch import SearchResult
 
-COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "import", "examples")
+COMMANDS = ("compile", "simulate", "sweep", "plot", "search", "import", "place", "run",
+            "examples")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", metavar="DIR", required=True,
                      help="the directory for NAME.lair and NAME.npz (made if missing)")
     imp.add_argument("--name", help="the files' name (default: the model file's)")
+    from dtg.netcmd import add_parser as add_place
+    from dtg.netcmd import add_run_parser
+
+    add_place(sub, _rectangle)
+    add_run_parser(sub)
     sub.add_parser("examples", help="list the examples shipped in the package")
     return parser
 
@@ -169,8 +175,8 @@ def _rejoin_rectangle(argv: list[str]) -> list[str]:
         word = argv[k]
         out.append(word)
         k += 1
-        value_next = word == "--rectangle"
-        if not value_next and not word.startswith("--rectangle="):
+        value_next = word in ("--rectangle", "--wafer")
+        if not value_next and not word.startswith(("--rectangle=", "--wafer=")):
             continue
         if value_next and k < len(argv):
             out.append(argv[k])
@@ -457,6 +463,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             search(args)
         elif args.command == "import":
             import_model(args)
+        elif args.command == "place":
+            from dtg.netcmd import place_network
+
+            place_network(args)
+        elif args.command == "run":
+            from dtg.netcmd import run_network
+
+            run_network(args)
         elif args.command == "plot":
             from dtg.plot import plot_sweep
             from dtg.sweep import read_rows

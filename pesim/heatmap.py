@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dtg.lair.files import write_atomically
@@ -51,13 +52,17 @@ def stream_ends(module: PeModule) -> dict[Pe, str]:
     return {pe: "\n".join(labels) for pe, labels in ends.items()}
 
 
+Outline = tuple[str, int, int, int, int]  # a named region: name, x0, y0, width, height
+
+
 def draw_heatmap(result: SimResult, path: str | os.PathLike[str],
-                 module: PeModule | None = None) -> None:
+                 module: PeModule | None = None, regions: Sequence[Outline] = ()) -> None:
     """Busy cycles per PE (over the run's cycles) and wavelets per link, as a PNG; with
-    ``module``, its external PEs are labelled with their streams."""
+    ``module``, its external PEs are labelled with their streams; ``regions`` (a
+    network's layers) are outlined and named."""
     import matplotlib.pyplot as plt
 
-    fig = heatmap_figure(result, module)
+    fig = heatmap_figure(result, module, regions)
     try:
         write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=100),
                          "the heatmap")
@@ -65,7 +70,8 @@ def draw_heatmap(result: SimResult, path: str | os.PathLike[str],
         plt.close(fig)
 
 
-def heatmap_figure(result: SimResult, module: PeModule | None = None) -> Figure:
+def heatmap_figure(result: SimResult, module: PeModule | None = None,
+                   regions: Sequence[Outline] = ()) -> Figure:
     """The picture :func:`draw_heatmap` writes, as a matplotlib figure (the caller
     closes it)."""
     import matplotlib
@@ -99,6 +105,12 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None) -> Figure:
         top_pe = max(pes, key=lambda pe: (pes[pe].busy, -pe[1], -pe[0]))
         ax.add_patch(plt.Rectangle((top_pe[0] - 0.5, top_pe[1] - 0.5), 1, 1, fill=False,
                                    ec="black", lw=1.5, zorder=2))
+    for name, rx, ry, rw, rh in regions:
+        ax.add_patch(plt.Rectangle((rx - 0.5, ry - 0.5), rw, rh, fill=False, ec="0.15",
+                                   lw=1.2, ls="--", zorder=2))
+        ax.text(rx - 0.3, ry - 0.3, name, ha="left", va="top", fontsize=8, zorder=5,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                      "alpha": 0.7})
     cell = 72 * width / across  # points per cell
     for pe in set(points) - set(pes):  # external PEs: sources and sinks of streams
         ax.add_patch(plt.Rectangle((pe[0] - 0.4, pe[1] - 0.4), 0.8, 0.8, color="0.82"))
