@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -174,9 +175,14 @@ def run_network(args: argparse.Namespace) -> None:
     if onnx_check is not None:
         console.print(f"outputs match onnx.reference: {onnx_check[1]}")
     whole = result.bound
+    samples = sample_times(result.outcome.result)
     console.print(f"cycles: {result.cycles} (bound {whole.cycles if whole else '-'}); "
                   f"slowest layer: {slowest['layer']}; compiled in {compile_seconds:.1f} s, "
                   f"simulated in {seconds:.1f} s on the {result.report().get('engine')} engine")
+    if samples is not None:
+        console.print(f"{samples['samples']} samples: the first one's outputs complete "
+                      f"{samples['latency']} cycles after the start, then one every "
+                      f"{samples['interval']} cycles (median)")
     if args.heatmap:
         outlines = [(lay.name, lay.region.x0 - box.x0, lay.region.y0 - box.y0,
                      lay.region.width, lay.region.height) for lay in plan.layers]
@@ -186,7 +192,7 @@ def run_network(args: argparse.Namespace) -> None:
     if args.report:
         from dtg.lair.files import write_atomically
         report = {"plan": str(plan_path), "layers": rows, "slowest_layer": slowest["layer"],
-                  "cycles": result.cycles, "verified": result.verified,
+                  "cycles": result.cycles, "samples": samples, "verified": result.verified,
                   "onnx_verified": None if onnx_check is None else onnx_check[0],
                   "run": result.report()}
         write_atomically(args.report, json.dumps(report, indent=1, default=str) + "\n",
@@ -228,3 +234,18 @@ def _onnx_check(model: str, result: object) -> tuple[bool, str]:
             return False, f"output {out.name} differs (max abs error {worst:g})"
     how = "exactly" if result.exact else "within float32 tolerance"  # type: ignore[attr-defined]
     return True, f"yes, {how} (max abs error {worst:g})"
+
+
+def sample_times(run: object) -> dict[str, object] | None:
+    """Per sample (the first dimension of the streamed outputs): the cycle its last
+    output element reached a sink; the first one's latency from the run's start and the
+    median interval between consecutive samples. None without streamed outputs."""
+    cycles = getattr(run, "output_cycles", {})
+    if not cycles:
+        return None
+    batch = min(a.shape[0] for a in cycles.values() if a.ndim)
+    done = [max(int(a[b].max()) for a in cycles.values()) for b in range(batch)]
+    start = int(getattr(run, "start", 0))
+    gaps = sorted(b - a for a, b in pairwise(done))
+    interval = gaps[len(gaps) // 2] if gaps else None
+    return {"samples": batch, "done": done, "latency": done[0] - start, "interval": interval}

@@ -425,6 +425,7 @@ class Sink:
             groups.setdefault(index[:-1], {})[index[-1]] = element
         self.groups = list(groups.values())
         self.values: dict[tuple[int, ...], float] = {}
+        self.times: dict[tuple[int, ...], int] = {}  # the cycle each value arrived
         self.count = 0  # dense: values received
         self.group = 0  # sparse: end marks received
         self.done: int | None = None  # cycle the stream became complete
@@ -443,6 +444,7 @@ class Sink:
                 raise SimulationError(f"{self.where()} received more than its "
                                       f"{counted(len(self.order), 'value')}")
             self.values[self.order[self.count]] = w[0]
+            self.times[self.order[self.count]] = t
             self.count += 1
             if self.count == len(self.order):
                 self.done = t
@@ -466,6 +468,7 @@ class Sink:
             raise SimulationError(f"{self.where()} received index {w[1]} in group "
                                   f"{self.group}, which names no element of {self.tensor}")
         self.values[element] = w[0]
+        self.times[element] = t
 
     def missing(self) -> str | None:
         if self.done is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,8 @@ class SimResult:
     trace: Trace | None = None  # what a traced run recorded (``simulate(trace=True)``)
     engine: str = "simpy"  # the engine that ran (pesim.engines)
     engine_note: str | None = None  # why not the one asked for
+    # streamed outputs: the cycle each element reached its sink (-1: none was sent)
+    output_cycles: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:
@@ -143,7 +145,21 @@ def simulate(module: PeModule, inputs: Mapping[str, np.ndarray],
     links = {key: link.count for key, link in run.fabric.links.items() if link.count}
     return SimResult(module.name, result_outputs, start, end, events,
                      time.perf_counter() - wall, pes, links, config, run.complete,
-                     run.fabric.trace)
+                     run.fabric.trace, output_cycles=output_cycles(run.sinks, outputs))
+
+
+def output_cycles(sinks: Sequence[Sink], outputs: Mapping[str, TensorInfo]
+                  ) -> dict[str, np.ndarray]:
+    """When each element of each streamed output reached its sink (-1: never sent)."""
+    result: dict[str, np.ndarray] = {}
+    for sink in sinks:
+        if sink.tensor not in outputs:
+            continue
+        cycles = result.setdefault(sink.tensor, np.full(outputs[sink.tensor].shape, -1,
+                                                        dtype=np.int64))
+        for element, t in sink.times.items():
+            cycles[element] = t
+    return result
 
 
 def simulation_bytes(module: PeModule, locations: Locations | None = None, *,

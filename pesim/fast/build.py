@@ -488,7 +488,8 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
         target_kind=target_kind, target_obj=target_obj, target_link=target_link,
         link_free=np.zeros(n_links, dtype=np.int64), link_count=np.zeros(n_links, dtype=np.int64),
         sink=sink, sink_index=sink_index, sink_value=np.zeros(sink_index.size),
-        sink_got=np.zeros(sink_index.size, dtype=np.int8), sink_groups=sink_groups,
+        sink_got=np.zeros(sink_index.size, dtype=np.int8),
+        sink_time=np.zeros(sink_index.size, dtype=np.int64), sink_groups=sink_groups,
         trace=untraced())
     # the first events, as simpy orders them: every core's start (urgent, in order of
     # creation), then every source's first forward

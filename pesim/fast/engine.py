@@ -66,7 +66,7 @@ from dtg.pesim.fast.setup import Layout, from_run, program_table
 from dtg.pesim.fast.timeline import RECORDS, Timeline, TraceOverflow, waiting_text
 from dtg.pesim.progress import Progress, Watcher
 from dtg.pesim.routers import Deadline, TimeLimitError
-from dtg.pesim.sim import SimResult, TensorInfo, _Run, core_stats
+from dtg.pesim.sim import SimResult, TensorInfo, _Run, core_stats, output_cycles
 from dtg.pesim.trace import Window
 
 SLICE_SECONDS = 0.2  # wall time of a slice of events, between looks at the clock
@@ -145,7 +145,8 @@ def _in_arrays(module: PeModule, inputs: dict[str, np.ndarray],
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
                      time.perf_counter() - wall, pe_stats(state, grid, tables, names),
                      links(state, grid), config, complete,
-                     None if timeline is None else timeline.trace, engine="fast")
+                     None if timeline is None else timeline.trace, engine="fast",
+                     output_cycles=output_cycles(run.sinks, outputs))
 
 
 def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
@@ -194,7 +195,8 @@ def _through_objects(module: PeModule, inputs: Mapping[str, np.ndarray],
              if state.link_count[k]}
     return SimResult(module.name, result_outputs, start, end, int(state.g[G_EVENTS]),
                      time.perf_counter() - wall, pes, loads, config, complete,
-                     None if timeline is None else timeline.trace, engine="fast")
+                     None if timeline is None else timeline.trace, engine="fast",
+                     output_cycles=output_cycles(run.sinks, outputs))
 
 
 def _time_limit(max_seconds: float, state: State, notes: tuple[str, ...]) -> TimeLimitError:

@@ -592,6 +592,7 @@ def sink_receive(s: State, k: int, value: float, index: int, end: int, t: int) -
             _sink_error(s, E_SINK_TOO_MANY, k, size)
         s.sink_value[order + n] = value
         s.sink_got[order + n] = 1
+        s.sink_time[order + n] = t
         s.sink[k, SK_COUNT] = n + 1
         if n + 1 == size:
             s.sink[k, SK_DONE] = t
@@ -615,6 +616,7 @@ def sink_receive(s: State, k: int, value: float, index: int, end: int, t: int) -
         if s.sink_index[order + pos] == index:
             s.sink_value[order + pos] = value
             s.sink_got[order + pos] = 1
+            s.sink_time[order + pos] = t
             return
     s.error[3] = g
     _sink_error(s, E_SINK_UNKNOWN_INDEX, k, index)

@@ -155,6 +155,7 @@ class State(NamedTuple):
     sink_index: np.ndarray  # int64 pool: sparse sinks' innermost index per order position
     sink_value: np.ndarray  # float64 pool: per order position
     sink_got: np.ndarray  # int8 pool: received (per order position)
+    sink_time: np.ndarray  # int64 pool: the cycle it was received (per order position)
     sink_groups: np.ndarray  # int64 pool: first order position of each sparse group
     trace: np.ndarray  # int64 [records, TRACE_FIELDS]: recorded since the last drain
 

@@ -50,6 +50,8 @@ def write_sinks(state: State, sinks: list) -> None:
         got = state.sink_got[order:order + size]
         sink.values = {sink.order[i]: float(state.sink_value[order + i])
                        for i in np.flatnonzero(got)}
+        sink.times = {sink.order[i]: int(state.sink_time[order + i])
+                      for i in np.flatnonzero(got)}
         sink.count = int(state.sink[k, SK_COUNT])
         sink.group = int(state.sink[k, SK_GROUP])
         done = int(state.sink[k, SK_DONE])

@@ -336,6 +336,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         link_free=np.zeros(n_links, dtype=np.int64), link_count=np.zeros(n_links, dtype=np.int64),
         sink=sink, sink_index=sink_index,
         sink_value=np.zeros(len(sink_index)), sink_got=np.zeros(len(sink_index), dtype=np.int8),
+        sink_time=np.zeros(len(sink_index), dtype=np.int64),
         sink_groups=sink_groups,
         trace=untraced())
     kernel.start(state, times, kinds, objs)

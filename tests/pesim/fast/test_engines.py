@@ -56,6 +56,9 @@ def assert_same_run(a: SimResult, b: SimResult) -> None:
         assert dataclasses.asdict(stats) == dataclasses.asdict(other), pe
         assert list(stats.tasks) == list(other.tasks), pe  # first runs in the same order
     assert sorted(a.outputs) == sorted(b.outputs)
+    assert sorted(a.output_cycles) == sorted(b.output_cycles)
+    for name, cycles in a.output_cycles.items():
+        assert np.array_equal(cycles, b.output_cycles[name]), name
     for name, array in a.outputs.items():
         assert array.dtype == b.outputs[name].dtype
         assert array.tobytes() == b.outputs[name].tobytes(), name
