@@ -219,10 +219,17 @@ def _placement(stmt: Stmt, shape: Shape, region: Region, lay: Layer,
     reduce = reduction_of(stmt)
     coord: dict[str, str] = {}
     origin = {"X": region.x0, "Y": region.y0}
-    coord[axis_out] = f"{origin[axis_out]} + {feature}//{tile[axis_out]}"
+    size = {"X": region.width, "Y": region.height}
+
+    def tiled(iterator: str, axis: str) -> str:
+        """As the main statement is tiled, or coarser where this one spans more."""
+        extent = stmt.extents[stmt.iterators.index(iterator)]
+        return f"{origin[axis]} + {iterator}//{max(tile[axis], ceil(extent / size[axis]))}"
+
+    coord[axis_out] = tiled(feature, axis_out)
     other = "Y" if axis_out == "X" else "X"
     if reduce is not None and axis_in in tile and axis_in == other:
-        coord[other] = f"{origin[other]} + {reduce}//{tile[axis_in]}"
+        coord[other] = tiled(reduce, axis_in)
     else:  # on the output side's line
         last = {"X": region.x1 - 1, "Y": region.y1 - 1}
         toward_end = lay.side_out in ("south", "east")
