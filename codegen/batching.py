@@ -43,6 +43,7 @@ from dtg.mapping.memory import LocalTensor, Memory
 from dtg.pe.ir import (
     COUNT,
     ELEMENT_BYTES,
+    LOCAL_MEMORY_BYTES,
     MAX_SIMD_DIMS,
     BConst,
     IBin,
@@ -191,15 +192,19 @@ class ArrivalPlan:
 
 
 def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *,
-                  arrival: str = "batched", max_batch: int = MAX_BATCH, grow: bool = True
-                  ) -> ArrivalPlan:
+                  arrival: str = "batched", max_batch: int = MAX_BATCH, grow: bool = True,
+                  memory_bytes: int = LOCAL_MEMORY_BYTES) -> ArrivalPlan:
     """For each input flow, the predicted cost of per-wavelet tasks and of batches
     of each candidate size; the cheapest batching where it beats per-wavelet tasks.
-    ``grow=False``: no batch whose box hull needs larger local arrays."""
+    ``grow=False``: no batch whose box hull needs larger local arrays. Landing arrays
+    of whole groups must fit what ``memory_bytes`` leaves (those within a group hold at
+    most ``max_batch`` elements, set aside for every stream)."""
     if arrival not in (*ARRIVAL_MODES, ALWAYS, ALWAYS_GROUPS):
         raise ValueError(f"arrival must be one of {ARRIVAL_MODES}, not {arrival!r}")
     batches: list[Batch] = []
     candidates: list[tuple[str, tuple[Candidate, ...]]] = []
+    reserve = max_batch * max(ELEMENT_BYTES.values())  # (a landing array within a group)
+    used = sum(a.bytes for a in memory.arrays) + reserve * len(tg.inputs)
     for flow in tg.inputs:
         tasks = tuple(t for t in tg.tasks if t.kind == "compute" and t.flow == flow.name)
         if not tasks and flow.tensor not in tg.buffered:
@@ -207,7 +212,10 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
         cands, best = _candidates(tg, memory, decisions, flow, tasks, max_batch,
                                   arrival != "per-wavelet",
                                   force=arrival in (ALWAYS, ALWAYS_GROUPS),
-                                  groups_first=arrival == ALWAYS_GROUPS, grow=grow)
+                                  groups_first=arrival == ALWAYS_GROUPS, grow=grow,
+                                  room=memory_bytes - used + reserve)
+        if best is not None and best.groups is not None:
+            used += best.land.bytes - reserve
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
@@ -216,8 +224,8 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
 
 def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
                 flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool, *,
-                force: bool = False, groups_first: bool = False, grow: bool = True
-                ) -> tuple[tuple[Candidate, ...], Batch | None]:
+                force: bool = False, groups_first: bool = False, grow: bool = True,
+                room: int = LOCAL_MEMORY_BYTES) -> tuple[tuple[Candidate, ...], Batch | None]:
     window = _window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
     length = window[2] if window is not None else None
@@ -259,7 +267,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         return tuple(result), None
     best = _within_groups(tg, memory, flow, tasks, window, groups, period, max_batch, grow,
                           result)
-    grouped = _group_candidates(tg, memory, flow, tasks, period)
+    grouped = _group_candidates(tg, memory, flow, tasks, period, room)
     result.extend(c for c, _ in grouped)
     if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
         best = None
@@ -332,8 +340,9 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
 
 
 def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
-                      period: int) -> list[tuple[Candidate, Batch | None]]:
-    """Batches of whole groups (:mod:`codegen.groupbatch`), each with its prediction."""
+                      period: int, room: int) -> list[tuple[Candidate, Batch | None]]:
+    """Batches of whole groups (:mod:`codegen.groupbatch`), each with its prediction;
+    those whose landing array would take more than ``room`` bytes are left out."""
     found = groupbatch.layouts(tg, flow)
     if isinstance(found, str):
         return [] if flow.index_dims < 2 else [
@@ -341,6 +350,11 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
     made: list[tuple[Candidate, Batch | None]] = []
     for layout in found:
         what = f"batches of {layout.groups} groups of up to {layout.slot}"
+        if layout.land.bytes > room:
+            made.append((Candidate(layout.slot, None, f"{what}: its landing array "
+                                   f"({layout.land.bytes} bytes) would not fit the PE "
+                                   f"({max(room, 0)} bytes left)", None, layout.groups), None))
+            continue
         chosen = groupbatch.decisions(tg, memory, flow, tasks, layout)
         if isinstance(chosen, str):
             made.append((Candidate(layout.slot, None, f"{what}: {chosen}", None, layout.groups),

@@ -28,6 +28,7 @@ from math import prod
 import islpy as isl
 
 from dtg.codegen.batching import COUNT, ArrivalPlan, Batch
+from dtg.codegen.groupcheck import group_batch_problem
 from dtg.codegen.scancheck import ScanError, quasi_affine
 from dtg.codegen.simd import (
     Operand,
@@ -93,7 +94,9 @@ def check_batch(tg: TaskGraph, memory: Memory, batch: Batch) -> None:
     assert flow is not None
     outer = poly.index_names(flow.index_dims)[:-1]
     if batch.groups is not None:
-        _check_group_batch(tg, memory, flow, batch)
+        problem = group_batch_problem(tg, flow, batch)
+        if problem is not None:
+            raise _Check(tg, memory).fail(problem)
     for task in (batch.tasks if batch.groups is None else ()):
         original = next(t for t in tg.tasks if t.name == task.name)
         assert original.instances is not None and task.instances is not None
@@ -115,49 +118,6 @@ def check_batch(tg: TaskGraph, memory: Memory, batch: Batch) -> None:
         check.simd_operands(name, decision)
         if decision.extra_instances is not None:
             check.extras(name, decision)
-
-
-def _check_group_batch(tg: TaskGraph, memory: Memory, flow: InputFlow, batch: Batch) -> None:
-    """A batch of whole groups runs exactly the instances of its groups' arrivals (the
-    groups sharing the batch's leading outer index values), and lands each element of
-    them in a slot of its own, inside its group's ``size`` slots."""
-    assert batch.groups is not None
-    free = [n for n in poly.index_names(flow.index_dims) if n not in batch.fixed]
-    for task in batch.tasks:
-        original = next(t for t in tg.tasks if t.name == task.name)
-        assert original.instances is not None and task.instances is not None
-        per_arrival = original.instances.intersect_params(flow.arrival_context().align_params(
-            original.instances.get_space()))
-        per_arrival = poly.project_out_params(per_arrival, free)
-        per_batch = task.instances.intersect_params(batch.context.align_params(
-            task.instances.get_space()))
-        per_batch = poly.project_out_params(per_batch, [poly.INDEX])  # (a function there)
-        per_arrival, per_batch = poly.align_params(per_arrival, per_batch)
-        if not per_arrival.is_equal(per_batch):
-            differ = per_arrival.subtract(per_batch).union(per_batch.subtract(per_arrival))
-            raise _Check(tg, memory).fail(
-                f"{task.name}: its batches of {batch.groups} groups run other instances than "
-                f"their arrivals ({differ})")
-    # the elements of a batch (fixed outer values) and their landing positions
-    arrivals = poly.bind_pe(flow.reaching().reverse())
-    order = flow.order.intersect_domain(arrivals.align_params(flow.order.get_space()))
-    fixed = order.bind_range(poly.multi_id(order.get_space().range(),
-                                           poly.index_names(flow.index_dims)))
-    fixed = poly.project_out_params(fixed, free)
-    land = isl.Map.from_multi_aff(batch.land.to_local_bound)
-    fixed, land = poly.align_params(fixed, land)
-    placed = land.intersect_domain(fixed)
-    placed, context = poly.align_params(placed, batch.context)
-    placed = poly.project_out_params(placed.intersect_params(context), [poly.INDEX])
-    slots = batch.size * batch.groups
-    inside = isl.Set.universe(placed.get_space().range())
-    inside = inside.lower_bound_val(isl.dim_type.set, 0, isl.Val.zero(inside.get_ctx()))
-    inside = inside.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(
-        inside.get_ctx(), slots - 1))
-    if not placed.range().is_subset(inside) or not placed.is_injective():
-        raise _Check(tg, memory).fail(
-            f"input '{flow.tensor}': its batches of {batch.groups} groups do not land each "
-            f"element in a slot of its own among their {slots} ({placed})")
 
 
 class _Check:

@@ -125,17 +125,19 @@ def _plan_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
     batches' box hulls (every decision is then made again on the grown arrays); where
     the grown arrays would not fit the PE, or the new decisions would grow them again,
     batches whose box hulls need larger arrays are not considered."""
-    planned = plan_arrivals(tg, memory, decisions, arrival=arrival)
+    planned = plan_arrivals(tg, memory, decisions, arrival=arrival, memory_bytes=memory_bytes)
     grown = _grow(memory, planned.extensions())
     if grown is memory:
         return planned, decisions, memory
     if sum(a.bytes for a in grown.arrays) <= memory_bytes:
         # once: the decisions on the grown arrays need no more room, or batches do without
         decisions_grown, memory_grown = simd_decisions(tg, grown)
-        again = plan_arrivals(tg, memory_grown, decisions_grown, arrival=arrival)
+        again = plan_arrivals(tg, memory_grown, decisions_grown, arrival=arrival,
+                              memory_bytes=memory_bytes)
         if not again.extensions():
             return again, decisions_grown, memory_grown
-    return plan_arrivals(tg, memory, decisions, arrival=arrival, grow=False), decisions, memory
+    return plan_arrivals(tg, memory, decisions, arrival=arrival, grow=False,
+                         memory_bytes=memory_bytes), decisions, memory
 
 
 def _grow(memory: Memory, extensions: list[Extension]) -> Memory:
