@@ -58,7 +58,10 @@ def to_iexpr(expr: isl.AstExpr) -> IExpr:
     where floor modulo is equivalent)."""
     kind = expr.get_type()
     if kind == isl.ast_expr_type.int:
-        return IConst(expr.int_get_val().to_python())
+        text = expr.int_get_val().to_str()
+        if text is None:  # (isl gave up: an enclosing effort limit was reached)
+            raise isl.Error("maximal number of operations exceeded (an integer's text)")
+        return IConst(int(text))
     if kind == isl.ast_expr_type.id:
         return IVar(expr.id_get_id().get_name())
     op = expr.op_get_type()

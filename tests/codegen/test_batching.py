@@ -221,3 +221,25 @@ def test_a_batch_of_whole_groups_leaves_room_for_the_pes_arrays(tmp_path: Path) 
     notes = [k.note for k in dict(c.arrivals.candidates)["x"] if k.groups is not None]
     assert notes and all("would not fit the PE" in n for n in notes)
     assert run_program(tmp_path / "p.lair", seed=1).comparison.verified
+
+
+@pytest.mark.long  # (about 40 s: the analysis runs to its effort limit)
+def test_an_analysis_that_runs_out_of_effort_falls_back(tmp_path: Path) -> None:
+    """Found by the random batch (seed 35): a batch's SIMD size enumeration reached its
+    isl effort limit while printing an integer, which isl then gave as no text (an
+    internal TypeError); it is now the limit's fallback, and the code verifies."""
+    from dtg.pesim.run import run_program
+
+    (tmp_path / "p.lair").write_text(
+        "lair prog():\n  float32 A[5][6], float32 B[6][6]\n    -> float32 T[5][6]\n{\n"
+        "  S0: all (i, k, j) in (5, 6, 6) T[i][j] += A[i][k] * B[j][k]\n}\n")
+    (tmp_path / "p.map").write_text(
+        "rectangle { PE[3, 6] }\n"
+        "placement {\n  S0[i, k, j] -> PE[2 - (i//4), 2 + k//4 + 2*(j//3)]\n}\n"
+        "input A sparse { A[e0, e1] -> [PE[3, e1//3] -> index[6*(e0) + e1]] : "
+        "0 <= e0 <= 4 and 0 <= e1 <= 5 }\ninput B resident\n"
+        "output T dense { T[e0, e1] -> [PE[-1, 1 + e0//4] -> index[e0, e1]] : "
+        "0 <= e0 <= 4 and 0 <= e1 <= 5 }\n")
+    for arrival in ("batched", "always"):
+        compile_file(tmp_path / "p.lair", arrival=arrival)
+    assert run_program(tmp_path / "p.lair", seed=2).comparison.verified
