@@ -31,15 +31,17 @@ _WHERE = {
     "Compilation": "dtg.codegen.pipeline", "DtgError": "dtg.errors",
     "FabricConfig": "dtg.pe.fabric", "search": "dtg.mapsearch",
     "SearchResult": "dtg.mapsearch", "import_onnx": "dtg.lair.onnx_import",
-    "Imported": "dtg.lair.onnx_import",
+    "Imported": "dtg.lair.onnx_import", "place": "dtg.api", "link": "dtg.api",
+    "NetworkPlan": "dtg.mapping.network",
 }
 
 if TYPE_CHECKING:
-    from dtg.api import Result, compile, load, module_text, simulate
+    from dtg.api import Result, compile, link, load, module_text, place, simulate
     from dtg.catalog import Example, example, examples
     from dtg.codegen.pipeline import Compilation
     from dtg.errors import DtgError
     from dtg.lair.onnx_import import Imported, import_onnx
+    from dtg.mapping.network import NetworkPlan
     from dtg.mapsearch import SearchResult, search
     from dtg.pe.fabric import FabricConfig
 
@@ -55,6 +57,6 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_WHERE])
 
 
-__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Imported", "Result",
-           "SearchResult", "__version__", "compile", "example", "examples", "import_onnx",
-           "load", "module_text", "search", "simulate"]
+__all__ = ["Compilation", "DtgError", "Example", "FabricConfig", "Imported", "NetworkPlan",
+           "Result", "SearchResult", "__version__", "compile", "example", "examples",
+           "import_onnx", "link", "load", "module_text", "place", "search", "simulate"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from dtg.pesim.run import RunOutcome, make_inputs, run_file, run_module
 from dtg.pesim.sim import PeStats
 from dtg.pesim.trace import Trace, Window
 from dtg.pesim.verify import verify_module
+
+if TYPE_CHECKING:
+    from dtg.mapping.network import NetworkPlan
 
 Source = str | os.PathLike[str]
 Params = Mapping[str, int | str]
@@ -264,3 +267,25 @@ def _simulate_compilation(c: Compilation, inputs: Mapping[str, np.ndarray] | Non
     written = None if c.mapping.file.startswith("<") else Path(c.mapping.file).resolve()
     return RunOutcome(outcome.module, None, None, outcome.inputs, outcome.expected,
                       outcome.result, outcome.comparison, bound, written)
+
+
+def place(program: Source, wafer: tuple[int, int], *, streams: Sequence[str],
+          params: Params | None = None) -> NetworkPlan:
+    """A network plan for ``program``'s layers on ``wafer`` (columns, rows), as ``dtg
+    place`` chooses it; ``streams`` names the inputs that stream in (docs/networks.md)."""
+    from dtg.mapping.netplace import place as place_layers
+
+    return place_layers(load(program, params).graph, wafer, tuple(streams))
+
+
+def link(program: Source, plan: NetworkPlan | Source, *, params: Params | None = None) -> str:
+    """The mapping text that puts every layer of ``program`` on its region of ``plan``
+    (a plan, or a ``.net`` file or text), checked against the program: give it to
+    :func:`compile` to build the whole network as one module."""
+    from dtg.mapping.netplace import network_mapping
+    from dtg.mapping.network import NetworkPlan, parse_plan, parse_plan_file
+
+    if not isinstance(plan, NetworkPlan):
+        plan = parse_plan(str(plan), "<plan>") if _is_text(plan) else parse_plan_file(
+            Path(plan))
+    return network_mapping(load(program, params).graph, plan)

@@ -72,3 +72,24 @@ def test_bad_plans_and_missing_files_are_errors_with_a_place(tmp_path: Path, cli
     assert missing.status == 1 and "bad.lair (the program) does not exist" in missing.err
     no_wafer = cli(dtg_main, "place", tmp_path / "mlp.lair")
     assert no_wafer.status == 1 and "give the wafer" in no_wafer.err
+
+
+def test_the_python_api_places_links_and_runs_a_network() -> None:
+    """dtg.place / dtg.link as docs/api.md shows them; the outputs equal onnx.reference's
+    and each output element's arrival cycle is recorded."""
+    from onnx.reference import ReferenceEvaluator
+
+    import dtg
+
+    model, feeds = mlp(np.random.default_rng(8))
+    imported = dtg.import_onnx(model)
+    plan = dtg.place(imported.lair, (12, 12), streams=imported.model_inputs)
+    assert isinstance(plan, dtg.NetworkPlan) and len(plan.layers) == 2
+    c = dtg.compile(imported.lair, dtg.link(imported.lair, plan))
+    r = dtg.simulate(c, inputs=imported.inputs(feeds), engine="fast")
+    assert r.verified and r.exact
+    (want,) = ReferenceEvaluator(model).run(None, feeds)
+    assert np.array_equal(r.outputs[imported.names["y"]], want)
+    arrived = r.outcome.result.output_cycles[imported.names["y"]]
+    assert arrived.shape == want.shape
+    assert arrived.min() > 0 and arrived.max() <= r.outcome.result.end
