@@ -118,9 +118,12 @@ def test_sigint_stops_pesim_with_a_partial_report(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     outputs = tmp_path / "out.npz"
     leader, follower = pty.openpty()
+    # (Ctrl-C reaches the run as it would from a terminal, even where the tests run as a
+    # background job, which starts with SIGINT ignored and would pass that on)
     proc = subprocess.Popen([sys.executable, "-m", "dtg.pesim.cli", str(module), "--report",
                              str(report), "--outputs", str(outputs), "--engine", "simpy"],
-                            stdout=subprocess.PIPE, stderr=follower, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=follower, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(follower)
     shown = b""
     while b"inputs in" not in shown:  # the bar: simulated cycle, share of inputs sent
