@@ -194,7 +194,10 @@ def run_network(args: argparse.Namespace) -> None:
         report = {"plan": str(plan_path), "layers": rows, "slowest_layer": slowest["layer"],
                   "cycles": result.cycles, "samples": samples, "verified": result.verified,
                   "onnx_verified": None if onnx_check is None else onnx_check[0],
-                  "run": result.report()}
+                  # (without every PE's and link's figures: on a wafer those are most of
+                  # the report; pesim --report gives them)
+                  "run": {k: v for k, v in result.report().items()
+                          if k not in ("pes", "links")}}
         write_atomically(args.report, json.dumps(report, indent=1, default=str) + "\n",
                          "the report")
         print(f"wrote {args.report}")
