@@ -401,6 +401,14 @@ class _Check:
             pes = writers.range()
             unwritten, pes = poly.align_params(unwritten, pes)
             far = unwritten.subtract_domain(pes)
+            array = self.memory.of(tensor)
+            if not far.is_empty() and array is not None and not array.resident_input:
+                # (the tensor's local array starts at -inf in the program image of every
+                # PE that holds it, readers too: elements it holds but no instance
+                # defines are read as -inf there)
+                held = array.array.per_pe
+                far, held = poly.align_params(far, held)
+                far = far.subtract(held)
             if not far.is_empty():
                 raise self.fail(f"{statement} reads elements of '{tensor}' that no instance "
                                 "defines (their value is -inf) on a PE that never fills it",

@@ -273,9 +273,17 @@ def place(program: Source, wafer: tuple[int, int], *, streams: Sequence[str],
           params: Params | None = None) -> NetworkPlan:
     """A network plan for ``program``'s layers on ``wafer`` (columns, rows), as ``dtg
     place`` chooses it; ``streams`` names the inputs that stream in (docs/networks.md)."""
+    from dtg.errors import InputError
+    from dtg.lair.limits import MAX_PES
     from dtg.mapping.netplace import place as place_layers
 
-    return place_layers(load(program, params).graph, wafer, tuple(streams))
+    if isinstance(streams, str) or not all(isinstance(n, str) for n in streams):
+        raise InputError(f"streams must be a list of tensor names, not {streams!r}")
+    if not (isinstance(wafer, tuple | list) and len(wafer) == 2 and
+            all(isinstance(n, int) and n > 0 for n in wafer) and wafer[0] * wafer[1] <= MAX_PES):
+        raise InputError(f"wafer must be (columns, rows), positive, at most {MAX_PES} PEs in "
+                         f"all, not {wafer!r}")
+    return place_layers(load(program, params).graph, (wafer[0], wafer[1]), tuple(streams))
 
 
 def link(program: Source, plan: NetworkPlan | Source, *, params: Params | None = None) -> str:

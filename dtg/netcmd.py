@@ -77,12 +77,23 @@ def place_network(args: argparse.Namespace) -> None:
     header = (f"Placed by dtg place on the wafer PE[{plan.wafer[0]}, {plan.wafer[1]}]: "
               f"{len(plan.layers)} layers on {sum(lay.region.pes for lay in plan.layers)} "
               f"PEs of the bounding box {box}.")
+    for path, _ in written:
+        if path.is_dir():
+            raise UsageError(f"cannot write {path}: it is a directory (nothing was written)")
+    had = {path: path.exists() for path, _ in written}
+    try:
+        write_atomically(map_path, f"# The network plan {net if automatic else args.plan} as "
+                                   f"one mapping over the layers' bounding box.\n" + mapping,
+                         "the mapping")
+        if automatic:
+            write_atomically(net, print_plan(plan, header=header), "the plan")
+    except BaseException:  # (the pair is written whole or not at all)
+        for path, existed in had.items():
+            if not existed:
+                path.unlink(missing_ok=True)
+        raise
     if automatic:
-        write_atomically(net, print_plan(plan, header=header), "the plan")
         print(f"wrote {net}")
-    write_atomically(map_path, f"# The network plan {net if automatic else args.plan} as one "
-                               f"mapping over the layers' bounding box.\n" + mapping,
-                     "the mapping")
     print(f"wrote {map_path}")
     print(plan.describe())
 
@@ -91,8 +102,13 @@ def add_run_parser(sub: Any) -> None:
     cmd = sub.add_parser(
         "run", help="compile a placed network into one wafer module, simulate it and "
                     "verify it (against the LAIR interpreter, and ONNX with --onnx)")
-    cmd.add_argument("plan", metavar="NET.net",
-                     help="the plan; NET.lair, NET.map and NET.npz (the weights) beside it")
+    cmd.add_argument("plan", metavar="NET.net", help="the plan")
+    cmd.add_argument("--program", metavar="PROG.lair",
+                     help="the network (default: NET.lair beside the plan); its weights are "
+                          "PROG.npz beside it")
+    cmd.add_argument("-m", "--mapping", metavar="MAP",
+                     help="the mapping dtg place linked from the plan (default: NET.map "
+                          "beside the plan)")
     cmd.add_argument("--onnx", metavar="MODEL.onnx",
                      help="also compare the outputs with onnx.reference on this model")
     cmd.add_argument("--inputs", metavar="IN.npz",
@@ -120,31 +136,61 @@ def run_network(args: argparse.Namespace) -> None:
     from dtg.lair.interp import random_inputs
 
     plan_path = Path(args.plan)
-    plan = parse_plan_file(plan_path)
-    lair, mapping, weights = (plan_path.with_suffix(s) for s in (".lair", ".map", ".npz"))
-    for path, what in ((lair, "the program"), (mapping, "the mapping")):
+    lair = Path(args.program) if args.program else plan_path.with_suffix(".lair")
+    mapping = Path(args.mapping) if args.mapping else plan_path.with_suffix(".map")
+    weights = lair.with_suffix(".npz")
+    for path, what in ((plan_path, "the plan"), (lair, "the program"), (mapping, "the mapping")):
         if not path.exists():
-            raise UsageError(f"{path} ({what}) does not exist: dtg run reads NET.lair and "
-                             "NET.map beside the plan (dtg place writes the mapping)")
+            option = {"the program": " (or name it with --program)",
+                      "the mapping": " (dtg place writes it; or name it with -m)"}.get(what, "")
+            raise UsageError(f"{path} ({what}) does not exist{option}")
+    check_distinct([(args.heatmap, "the heatmap"), (args.report, "the report")],
+                   [(plan_path, "the plan"), (lair, "the program"), (mapping, "the mapping"),
+                    (weights, "the weights"), (args.onnx, "the model"),
+                    (args.inputs, "the inputs")])
     for path, what in ((args.heatmap, "the heatmap"), (args.report, "the report")):
         if path:
             check_new_file(path, what)
+    plan = parse_plan_file(plan_path)
+    graph_only = load_program(lair).graph
+    plan.verify(graph_only)
+    linked = network_mapping(graph_only, plan)
+    written = "".join(line for line in mapping.read_text().splitlines(keepends=True)
+                      if not line.startswith("#"))
+    if written != linked:
+        raise UsageError(f"{mapping} is not the mapping of {plan_path} (it was linked from "
+                         f"another plan, or edited): run 'dtg place {lair} --plan "
+                         f"{plan_path}' again, or simulate {mapping} alone with pesim")
+    streamed = set(plan.streams)
+    resident = [t.name for t in graph_only.inputs if t.name not in streamed]
+    if resident and not weights.exists():
+        raise UsageError(f"{weights} (the weights: {', '.join(resident)}) does not exist; "
+                         "dtg import writes it beside the program")
+    given: dict[str, np.ndarray] = {}
+    if args.inputs:
+        from dtg.pesim.run import read_inputs
+        given = read_inputs(args.inputs)
+        unknown = sorted(set(given) - streamed)
+        if unknown:
+            raise UsageError(f"--inputs {args.inputs}: {', '.join(unknown)} "
+                             f"{'is' if len(unknown) == 1 else 'are'} not streamed in "
+                             f"(the streamed inputs: {', '.join(sorted(streamed))}); the "
+                             f"weights come from {weights}")
+    model = _onnx_model(args.onnx, graph_only) if args.onnx else None
     start = time.perf_counter()
     compiled = dtg.compile(lair, mapping)
     compile_seconds = time.perf_counter() - start
     graph = compiled.program.graph
     plan.verify(graph)
     inputs = random_inputs(graph, args.seed)
-    if weights.exists():
-        with np.load(weights) as data:
-            inputs.update({k: data[k] for k in data.files})
-    if args.inputs:
-        with np.load(args.inputs) as data:
-            inputs.update({k: data[k] for k in data.files})
+    if resident:
+        from dtg.pesim.run import read_inputs
+        inputs.update(read_inputs(weights))
+    inputs.update(given)
     start = time.perf_counter()
     result = dtg.simulate(compiled, inputs=inputs, engine=args.engine)
     seconds = time.perf_counter() - start
-    onnx_check = _onnx_check(args.onnx, result) if args.onnx else None
+    onnx_check = _onnx_check(model, result) if model is not None else None
     box = plan.bounding_box()
     rows = []
     for lay in plan.layers:
@@ -209,19 +255,51 @@ def run_network(args: argparse.Namespace) -> None:
         raise SimulationError(f"the outputs differ from onnx.reference: {onnx_check[1]}")
 
 
-def _onnx_check(model: str, result: object) -> tuple[bool, str]:
-    """Run ``onnx.reference`` on the run's inputs; compare the model's outputs."""
+def _onnx_model(path: str, graph: Graph) -> tuple[Any, Any]:
+    """The ONNX model and its import (names), read before the run: a model that cannot
+    be read, or whose inputs and outputs are not this network's, fails first."""
     import onnx
-    from onnx.reference import ReferenceEvaluator
 
     from dtg.lair.onnx_import import import_onnx
 
-    imported = import_onnx(model)
-    proto = onnx.load(model)
+    imported = import_onnx(path)
+    try:
+        proto = onnx.load(path)
+    except Exception as exc:  # (import_onnx read it already: this is unexpected)
+        raise UsageError(f"--onnx {path}: cannot read the model ({exc})") from None
+    constants = {init.name for init in proto.graph.initializer}
+    shapes = {t.name: t.shape for t in graph.tensors}
+    ends = [(vi.name, "input") for vi in proto.graph.input if vi.name not in constants] + [
+        (vi.name, "output") for vi in proto.graph.output]
+    dims = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+            for vi in (*proto.graph.input, *proto.graph.output)}
+    for name, role in ends:
+        lair = imported.names.get(name)
+        mine = shapes.get(lair) if lair is not None else None
+        if mine is None or tuple(mine) != dims.get(name):
+            raise UsageError(f"--onnx {path}: the model's {role} {name} is not this network's "
+                             "(is it the model the network was imported from?)")
+    return imported, proto
+
+
+def _onnx_check(model: tuple[Any, Any], result: object) -> tuple[bool, str]:
+    """Run ``onnx.reference`` on the run's inputs; compare the model's outputs."""
+    from onnx.reference import ReferenceEvaluator
+
+    imported, proto = model
     inputs = result.inputs  # type: ignore[attr-defined]
     constants = {init.name for init in proto.graph.initializer}
-    feeds = {vi.name: inputs[imported.names[vi.name]] for vi in proto.graph.input
-             if vi.name not in constants}
+    wanted = {vi.name: imported.names.get(vi.name) for vi in proto.graph.input
+              if vi.name not in constants}
+    outputs_wanted = {o.name: imported.names.get(o.name) for o in proto.graph.output}
+    missing = [n for n, lair in {**wanted, **outputs_wanted}.items()
+               if lair is None or (n in wanted and lair not in inputs) or
+               (n in outputs_wanted and lair not in result.outputs)]  # type: ignore[attr-defined]
+    if missing:
+        raise UsageError(f"--onnx: the model's {', '.join(missing)} "
+                         f"{'is' if len(missing) == 1 else 'are'} not in the network (is it "
+                         "the model this network was imported from?)")
+    feeds = {name: inputs[lair] for name, lair in wanted.items()}
     got = ReferenceEvaluator(proto).run(None, feeds)
     outputs = result.outputs  # type: ignore[attr-defined]
     worst = 0.0

@@ -134,7 +134,9 @@ def place(graph: Graph, wafer: tuple[int, int], streams: tuple[str, ...]) -> Net
     plan_layers = tuple(
         Layer(name, nodes, region, *STAIRCASE[k % 2])
         for k, ((name, nodes), region) in enumerate(zip(layers, best[1], strict=True)))
-    return NetworkPlan(wafer, streams, plan_layers)
+    # (streams enter at the first layer: an input only later layers read is resident)
+    first = {r.tensor for s in graph.statements if s.node in layers[0][1] for r in s.reads}
+    return NetworkPlan(wafer, tuple(n for n in streams if n in first), plan_layers)
 
 
 def _tiles(n: int, a: int, b: int) -> list[tuple[int, int]]:
@@ -203,6 +205,10 @@ def network_mapping(graph: Graph, plan: NetworkPlan) -> str:
         lines.append(_stream("input", graph, tensor.name, first, box,
                              tiles[first.name], first.side_in))
     for tensor in graph.outputs:
+        definer = graph.definer(tensor.name)
+        if definer is None or definer.node not in last.nodes:  # (kept where computed)
+            lines.append(f"output {tensor.name} resident")
+            continue
         lines.append(_stream("output", graph, tensor.name, last, box, tiles[last.name],
                              last.side_out))
     return "\n".join(lines) + "\n"

@@ -31,7 +31,7 @@ from lark import Lark, Token, Transformer, UnexpectedInput, v_args
 
 from dtg.errors import LimitError, MappingError, SourceLoc
 from dtg.lair.graph import Graph
-from dtg.lair.limits import MAX_INPUT_BYTES
+from dtg.lair.limits import MAX_INPUT_BYTES, MAX_PES
 from dtg.lair.parser import read_source, syntax_error
 
 Side = Literal["north", "south", "east", "west"]
@@ -39,7 +39,6 @@ SIDES: dict[str, Side] = {"N": "north", "S": "south", "E": "east", "W": "west",
                           "north": "north", "south": "south", "east": "east", "west": "west"}
 FACING: dict[Side, Side] = {"south": "north", "north": "south", "east": "west",
                             "west": "east"}
-NOWHERE = SourceLoc("<plan>", 1, 1)
 TERMINALS = {
     "NAME": "a layer, node or tensor name",
     "INT": "a non-negative integer",
@@ -91,7 +90,7 @@ class Layer:
     region: Region
     side_in: Side
     side_out: Side
-    loc: SourceLoc = field(default=NOWHERE, compare=False, repr=False)
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)  # None: chosen
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,8 @@ class NetworkPlan:
     streams: tuple[str, ...]
     layers: tuple[Layer, ...]
     file: str = field(default="<plan>", compare=False)
-    loc: SourceLoc = field(default=NOWHERE, compare=False, repr=False)
+    loc: SourceLoc | None = field(default=None, compare=False, repr=False)
+    stream_locs: tuple[SourceLoc, ...] = field(default=(), compare=False, repr=False)
 
     def bounding_box(self) -> Region:
         """The rectangle the layers span: the linked module's mesh."""
@@ -118,6 +118,9 @@ class NetworkPlan:
         width, height = self.wafer
         if width < 1 or height < 1:
             raise NetworkError(f"the wafer PE[{width}, {height}] has no PEs", self.loc)
+        if width * height > MAX_PES:
+            raise NetworkError(f"the wafer PE[{width}, {height}] has more than {MAX_PES} PEs "
+                               "(dtg's limit, docs/limits.md)", self.loc)
         if not self.layers:
             raise NetworkError("the plan has no layers; expected e.g. 'layer fc1: fc1 at "
                                "PE[0:8, 0:8] in west out south'", self.loc)
@@ -235,10 +238,18 @@ def _check_program(plan: NetworkPlan, graph: Graph) -> None:
                     f"layer '{lay.name}' reads '{read.tensor}', which layer '{source.name}' "
                     "after it computes; list layers in the order data flows", lay.loc)
     inputs = {t.name for t in graph.inputs}
-    for name in plan.streams:
+    first = {r.tensor for s in graph.statements if s.node in plan.layers[0].nodes
+             for r in s.reads}
+    for k, name in enumerate(plan.streams):
+        loc = plan.stream_locs[k] if k < len(plan.stream_locs) else plan.loc
         if name not in inputs:
             raise NetworkError(f"'{name}' is streamed in, but it is not an input of the "
-                               f"program (its inputs: {', '.join(sorted(inputs))})", plan.loc)
+                               f"program (its inputs: {', '.join(sorted(inputs))})", loc)
+        if name not in first:
+            raise NetworkError(f"'{name}' is streamed in, but the first layer "
+                               f"'{plan.layers[0].name}', where streams enter, does not read "
+                               f"it; stream only what the first layer reads (the rest is "
+                               "resident)", loc)
 
 
 # ------------------------------------------------------------------ text
@@ -277,15 +288,16 @@ class _ToPlan(Transformer[Token, Any]):
         return SourceLoc(self.file, token.line or 1, token.column or 1)
 
     def start(self, wafer: tuple[tuple[int, int], SourceLoc], *rest: Any) -> NetworkPlan:
-        streams = tuple(name for item in rest if isinstance(item, list) for name in item)
+        named = [pair for item in rest if isinstance(item, list) for pair in item]
         layers = tuple(item for item in rest if isinstance(item, Layer))
-        return NetworkPlan(wafer[0], streams, layers, self.file, wafer[1])
+        return NetworkPlan(wafer[0], tuple(n for n, _ in named), layers, self.file, wafer[1],
+                           tuple(loc for _, loc in named))
 
     def wafer(self, width: Token, height: Token) -> tuple[tuple[int, int], SourceLoc]:
         return (int(width), int(height)), self._loc(width)
 
-    def stream(self, *names: Token) -> list[str]:
-        return [str(n) for n in names]
+    def stream(self, *names: Token) -> list[tuple[str, SourceLoc]]:
+        return [(str(n), self._loc(n)) for n in names]
 
     def range(self, lo: Token, hi: Token) -> tuple[int, int]:
         return int(lo), int(hi)

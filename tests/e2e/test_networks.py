@@ -93,3 +93,111 @@ def test_the_python_api_places_links_and_runs_a_network() -> None:
     arrived = r.outcome.result.output_cycles[imported.names["y"]]
     assert arrived.shape == want.shape
     assert arrived.min() > 0 and arrived.max() <= r.outcome.result.end
+
+
+@pytest.fixture
+def placed(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
+    """An MLP imported and placed in ``tmp_path``: mlp.lair, .npz, .net, .map, .onnx."""
+    model, _ = mlp(np.random.default_rng(5))
+    onnx.save(model, tmp_path / "mlp.onnx")
+    assert cli(dtg_main, "import", tmp_path / "mlp.onnx", "-o", tmp_path).status == 0
+    assert cli(dtg_main, "place", tmp_path / "mlp.lair", "--wafer", "PE[12, 12]").status == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize("option, target, what", [
+    ("--heatmap", "mlp.lair", "the program"), ("--report", "mlp.net", "the plan"),
+    ("--report", "mlp.map", "the mapping"), ("--heatmap", "mlp.npz", "the weights"),
+    ("--report", "mlp.onnx", "the model")])
+def test_dtg_run_never_writes_over_what_it_reads(placed: Path, cli, option: str, target: str,  # type: ignore[no-untyped-def]
+                                                 what: str) -> None:
+    before = (placed / target).read_bytes()
+    ran = cli(dtg_main, "run", placed / "mlp.net", "--onnx", placed / "mlp.onnx", option,
+              placed / target)
+    assert ran.status == 1 and f"it is {what}" in ran.err
+    assert (placed / target).read_bytes() == before
+
+
+def test_dtg_run_refuses_a_mapping_linked_from_another_plan(placed: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    plan = placed / "mlp.net"
+    plan.write_text(plan.read_text().replace("at PE[", "at PE[", 1).replace(
+        "wafer PE[12, 12]", "wafer PE[13, 12]"))  # (the same layout: still the same mapping)
+    assert cli(dtg_main, "run", plan).status == 0
+    other = placed / "other.net"
+    other.write_text("wafer PE[12, 12]\nstream x\n"
+                     "layer first: fc1, relu1 at PE[0:8, 0:4] in west out south\n"
+                     "layer second: fc2 at PE[0:8, 6:8] in north out east\n")
+    stale = cli(dtg_main, "run", other, "--program", placed / "mlp.lair", "-m",
+                placed / "mlp.map")
+    assert stale.status == 1 and "is not the mapping of" in stale.err
+
+
+def test_dtg_run_says_what_is_missing_or_mismatched(placed: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    other, _ = cnn(np.random.default_rng(1))
+    onnx.save(other, tmp_path / "cnn.onnx")
+    wrong = cli(dtg_main, "run", placed / "mlp.net", "--onnx", tmp_path / "cnn.onnx")
+    assert wrong.status == 1 and "is not this network's" in wrong.err
+    np.savez(tmp_path / "w.npz", W1=np.zeros((16, 8), np.float32))
+    weights = cli(dtg_main, "run", placed / "mlp.net", "--inputs", tmp_path / "w.npz")
+    assert weights.status == 1 and "W1 is not streamed in" in weights.err
+    (placed / "mlp.npz").rename(tmp_path / "away.npz")
+    no_weights = cli(dtg_main, "run", placed / "mlp.net")
+    assert no_weights.status == 1 and "mlp.npz (the weights" in no_weights.err
+
+
+def test_dtg_place_writes_both_files_or_neither(placed: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "elsewhere"
+    (out / "mlp.map").mkdir(parents=True)
+    failed = cli(dtg_main, "place", placed / "mlp.lair", "--wafer", "PE[12, 12]", "-o", out)
+    assert failed.status == 1 and "is a directory" in failed.err
+    assert not (out / "mlp.net").exists()
+
+
+def test_an_input_only_a_later_layer_reads_is_resident_or_refused_in_a_plan(
+        tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.ones((4, 8), np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["r"], name="act"),
+             helper.make_node("MatMul", ["r", "V"], ["g"], name="mm2"),
+             helper.make_node("Add", ["g", "z"], ["y"], name="add")]
+    graph = helper.make_graph(
+        nodes, "late", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 4)),
+                        helper.make_tensor_value_info("z", TensorProto.FLOAT, (2, 3))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 3))],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.ones((8, 3),
+                                                                          np.float32), "V")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "late.onnx")
+    assert cli(dtg_main, "import", tmp_path / "late.onnx", "-o", tmp_path).status == 0
+    assert cli(dtg_main, "place", tmp_path / "late.lair", "--wafer", "PE[16, 16]").status == 0
+    assert "stream x\n" in (tmp_path / "late.net").read_text()  # (z resident)
+    ran = cli(dtg_main, "run", tmp_path / "late.net", "--onnx", tmp_path / "late.onnx")
+    assert ran.status == 0, ran.err
+    plan = tmp_path / "late.net"
+    plan.write_text(plan.read_text().replace("stream x", "stream x, z"))
+    refused = cli(dtg_main, "place", tmp_path / "late.lair", "--plan", plan)
+    assert refused.status == 1
+    assert f"{plan}:" in refused.err and "'z' is streamed in, but the first layer" in refused.err
+
+
+def test_a_padded_max_pool_on_regions_reads_minus_infinity_at_its_border(
+        tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """The padded copy's border is never written (it is -inf); the PEs that read it hold
+    the copy's local array, which starts at -inf, though they write none of it."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 2, 4, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2, 3, 3))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "pool.onnx")
+    assert cli(dtg_main, "import", tmp_path / "pool.onnx", "-o", tmp_path).status == 0
+    assert cli(dtg_main, "place", tmp_path / "pool.lair", "--wafer", "PE[16, 16]",
+               "--stream", "x").status == 0
+    ran = cli(dtg_main, "run", tmp_path / "pool.net", "--onnx", tmp_path / "pool.onnx")
+    assert ran.status == 0, ran.err
+    assert "outputs match onnx.reference: yes, exactly" in ran.out

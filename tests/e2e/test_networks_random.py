@@ -68,9 +68,10 @@ def small_cnns(draw: st.DrawFn) -> onnx.ModelProto:
              helper.make_node("Relu", ["c"], ["r"], name="relu")]
     last = "r"
     if side >= 4 and draw(st.booleans()):
+        pad = draw(st.integers(0, 1))  # (a padded pool reads -inf where nothing is defined)
         nodes.append(helper.make_node("MaxPool", ["r"], ["q"], name="pool", kernel_shape=[2, 2],
-                                      strides=[2, 2]))
-        last, side = "q", side // 2
+                                      strides=[2, 2], pads=[pad] * 4))
+        last, side = "q", (side + 2 * pad - 2) // 2 + 1
     flat = m * side * side
     out = draw(st.integers(1, 6))
     weights["shape"] = np.array([1, flat], np.int64)
