@@ -28,6 +28,7 @@ Pe = tuple[int, int]
 SIDE = 0.17  # how far a link sits beside the line between PE centres (cells)
 SPAN = (0.14, 0.80)  # where a link's segment starts and ends along it (cells)
 TOP = 3  # links numbered and listed in the title
+MAX_DRAWN_LINKS = 50_000  # more would take matplotlib minutes; the busiest are drawn
 HOT = 1.2  # a link is numbered when it carries this much over the median, and more than
 # any link not listed
 HEADS_FROM = 24.0  # points per cell from which every link gets its head
@@ -119,6 +120,8 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None,
                     fontsize=max(4.0, min(9.0, cell / (2.2 + max(map(len, ends[pe].split()))))))
 
     links = sorted(result.links.items(), key=lambda item: item[1])
+    every = [n for _, n in links]
+    links = links[-MAX_DRAWN_LINKS:]  # (on a wafer: the busiest, drawable in seconds)
     most = max((n for _, n in links), default=1)
     norm = Normalize(vmin=0, vmax=most)
     colors: Any = colormaps[LINK_COLORS]
@@ -148,7 +151,7 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None,
                    zorder=4)
     ranked = sorted(result.links.items(), key=lambda item: (-item[1], item[0]))
     busiest = ranked[:TOP]
-    typical = float(np.median(counts)) if counts else 0.0
+    typical = float(np.median(every)) if every else 0.0
     below = ranked[TOP][1] if len(ranked) > TOP else 0
     for rank, ((a, b), count) in enumerate(busiest, 1):
         if count <= HOT * typical or count <= below:  # a number would pick among equals
@@ -170,8 +173,10 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None,
         share = pes[top_pe].busy / cycles
         title += f"; busiest PE (outlined) PE[{top_pe[0]},{top_pe[1]}] {share:.0%} busy"
     if counts:
-        title += (f"\nlinks carry {min(counts)} to {most} wavelets (median {typical:g}); "
+        title += (f"\nlinks carry {min(every)} to {most} wavelets (median {typical:g}); "
                   f"busiest: {listed}")
+        if len(every) > len(links):
+            title += f"; the {len(links):,} busiest of {len(every):,} links drawn"
     ax.set_title(title, fontsize=9)
     step = max(1, math.ceil(max(across, down) / 20))
     ax.set_xticks(range(x0, x1 + 1, step))
