@@ -17,6 +17,7 @@ from dtg.lair.frontend import load_program
 from dtg.lair.graph import Graph
 from dtg.mapping.netplace import network_mapping, place
 from dtg.mapping.network import NetworkPlan, parse_plan_file, print_plan
+from dtg.pesim.cli import seed_arg
 
 
 def add_parser(sub: Any, wafer: Callable[[str], tuple[int, int]]) -> None:
@@ -113,7 +114,7 @@ def add_run_parser(sub: Any) -> None:
                      help="also compare the outputs with onnx.reference on this model")
     cmd.add_argument("--inputs", metavar="IN.npz",
                      help="the streamed inputs (default: random integers from --seed)")
-    cmd.add_argument("--seed", type=int, default=0, metavar="N",
+    cmd.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                      help="seed of the random streamed inputs (default 0)")
     cmd.add_argument("--engine", choices=("auto", "fast", "simpy"), default="fast",
                      help="the simulator (default: fast)")
