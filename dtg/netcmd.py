@@ -234,7 +234,9 @@ def run_network(args: argparse.Namespace) -> None:
         outlines = [(lay.name, lay.region.x0 - box.x0, lay.region.y0 - box.y0,
                      lay.region.width, lay.region.height) for lay in plan.layers]
         from dtg.pesim.heatmap import draw_heatmap
-        draw_heatmap(result.outcome.result, args.heatmap, compiled.module, outlines)
+        frame = (f"wafer PE[{plan.wafer[0]}, {plan.wafer[1]}]", -box.x0, -box.y0,
+                 plan.wafer[0], plan.wafer[1])
+        draw_heatmap(result.outcome.result, args.heatmap, compiled.module, outlines, frame)
         print(f"wrote {args.heatmap}")
     if args.report:
         from dtg.lair.files import write_atomically

@@ -57,13 +57,15 @@ Outline = tuple[str, int, int, int, int]  # a named region: name, x0, y0, width,
 
 
 def draw_heatmap(result: SimResult, path: str | os.PathLike[str],
-                 module: PeModule | None = None, regions: Sequence[Outline] = ()) -> None:
+                 module: PeModule | None = None, regions: Sequence[Outline] = (),
+                 wafer: Outline | None = None) -> None:
     """Busy cycles per PE (over the run's cycles) and wavelets per link, as a PNG; with
     ``module``, its external PEs are labelled with their streams; ``regions`` (a
-    network's layers) are outlined and named."""
+    network's layers) are outlined and named, on the whole ``wafer`` where given (the
+    PEs outside the module drawn blank)."""
     import matplotlib.pyplot as plt
 
-    fig = heatmap_figure(result, module, regions)
+    fig = heatmap_figure(result, module, regions, wafer)
     try:
         write_atomically(path, lambda handle: fig.savefig(handle, format="png", dpi=100),
                          "the heatmap")
@@ -72,7 +74,7 @@ def draw_heatmap(result: SimResult, path: str | os.PathLike[str],
 
 
 def heatmap_figure(result: SimResult, module: PeModule | None = None,
-                   regions: Sequence[Outline] = ()) -> Figure:
+                   regions: Sequence[Outline] = (), wafer: Outline | None = None) -> Figure:
     """The picture :func:`draw_heatmap` writes, as a matplotlib figure (the caller
     closes it)."""
     import matplotlib
@@ -89,6 +91,9 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None,
     points = list(pes) + [p for link in result.links for p in link] + list(ends)
     xs = [p[0] for p in points] or [0]
     ys = [p[1] for p in points] or [0]
+    if wafer is not None:
+        xs += [wafer[1], wafer[1] + wafer[3] - 1]
+        ys += [wafer[2], wafer[2] + wafer[4] - 1]
     x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
     across, down = x1 - x0 + 1, y1 - y0 + 1
     cycles = max(result.cycles, 1)
@@ -106,6 +111,11 @@ def heatmap_figure(result: SimResult, module: PeModule | None = None,
         top_pe = max(pes, key=lambda pe: (pes[pe].busy, -pe[1], -pe[0]))
         ax.add_patch(plt.Rectangle((top_pe[0] - 0.5, top_pe[1] - 0.5), 1, 1, fill=False,
                                    ec="black", lw=1.5, zorder=2))
+    if wafer is not None:
+        ax.add_patch(plt.Rectangle((wafer[1] - 0.5, wafer[2] - 0.5), wafer[3], wafer[4],
+                                   fill=False, ec="black", lw=1.0, zorder=2))
+        ax.text(wafer[1] + wafer[3] - 0.7, wafer[2] + wafer[4] - 0.7, wafer[0], ha="right",
+                va="bottom", fontsize=8, zorder=5)
     for name, rx, ry, rw, rh in regions:
         ax.add_patch(plt.Rectangle((rx - 0.5, ry - 0.5), rw, rh, fill=False, ec="0.15",
                                    lw=1.2, ls="--", zorder=2))
