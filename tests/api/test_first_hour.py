@@ -133,7 +133,10 @@ def test_a_service_that_is_not_dask_is_a_named_error(not_dask: dict[str, int]) -
     todo = points(GEMV, [None], {})
     with pytest.raises(InputError, match=r"what answered there is not a Dask scheduler"):
         run_sweep(todo, scheduler=f"tcp://127.0.0.1:{not_dask['garbage']}", connect_seconds=1)
-    with pytest.raises(InputError, match=r"no Dask scheduler answered there within 1 s"):
+    # (a silent service: Dask gives up within its timeout, or on a loaded machine its
+    # connection attempt outlives the wait; either is said as such)
+    with pytest.raises(InputError, match=r"no Dask scheduler answered there within 1 s|"
+                                         r"cannot reach a Dask scheduler there \(Timed out"):
         run_sweep(todo, scheduler=f"tcp://127.0.0.1:{not_dask['silent']}", connect_seconds=1)
 
 
