@@ -476,13 +476,10 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     at ``order(e) - index`` (``index`` the batch's first index); sized for the largest
     batch, its size fixed by :func:`_sized`."""
     reaching = poly.bind_pe(flow.reaching().reverse())
-    order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
-    pma = order.as_pw_multi_aff()
-    if pma.n_piece() != 1:
-        return "the stream's order is piecewise on a PE"
-    pieces: list[isl.MultiAff] = []
-    pma.foreach_piece(lambda _s, ma: pieces.append(ma))
-    inner = pieces[0].get_at(flow.index_dims - 1)
+    order = groupbatch.order_on_pe(flow)
+    if isinstance(order, str):
+        return order
+    inner = order.get_at(flow.index_dims - 1)
     made = affine.affine_on(inner.gist(reaching.align_params(inner.get_domain_space())),
                             reaching)
     if made is None:

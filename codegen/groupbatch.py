@@ -83,7 +83,7 @@ def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
     if isinstance(slot, str):
         return slot
     size, base = slot
-    order = _order(flow)
+    order = order_on_pe(flow)
     if isinstance(order, str):
         return order
     found: list[GroupLayout] = []
@@ -209,7 +209,7 @@ def _slot(flow: InputFlow, arrivals: isl.Set) -> tuple[int, isl.PwAff] | str:
     return int(most.to_python()) + 1, base
 
 
-def _order(flow: InputFlow) -> isl.MultiAff | str:
+def order_on_pe(flow: InputFlow) -> isl.MultiAff | str:
     """The stream's order on the elements reaching a PE, as one quasi-affine function."""
     reaching = poly.bind_pe(flow.reaching().reverse())
     order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
