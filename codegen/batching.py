@@ -226,7 +226,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
                 flow: InputFlow, tasks: tuple[Task, ...], max_batch: int, enabled: bool, *,
                 force: bool = False, groups_first: bool = False, grow: bool = True,
                 room: int = LOCAL_MEMORY_BYTES) -> tuple[tuple[Candidate, ...], Batch | None]:
-    window = _window(flow)
+    window = batch_window(flow)
     per_wavelet = [d for t in tasks for d in [decisions.get(t.name)] if d is not None]
     length = window[2] if window is not None else None
     varying = frozenset(poly.index_names(flow.index_dims)[-1:])
@@ -397,7 +397,7 @@ def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
         prod(kept.size) >= batch.size and kept.dtype == batch.land.dtype
 
 
-def _window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
+def batch_window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:
     """First and last innermost index of each group of arrivals on a PE (functions of the
     PE and the outer index values) and the largest group's length."""
     arrivals = poly.bind_pe(flow.arrivals())
@@ -425,6 +425,19 @@ def _windows(flow: InputFlow, window: tuple[isl.PwAff, isl.PwAff, int], size: in
     first, last = poly.align_params(first, last)
     spans = poly.greatest(window_of(last).sub(window_of(first)))
     return int(spans.to_python()) + 1 if spans.is_int() else ceil(length / size) + 1
+
+
+def in_first_window(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: int) -> bool:
+    """Whether every index a sparse stream's wavelets carry to a PE (its arrivals from
+    ``first`` to ``last``, less the wire offset) lies in ``0 .. size - 1``."""
+    shift = flow.wire_offset[-1] if flow.wire_offset is not None else None
+    if shift is not None:
+        first = first.sub(shift.align_params(first.get_space()))
+        last = last.sub(shift.align_params(last.get_space()))
+    low = poly.greatest(first.neg())
+    high = poly.greatest(last)
+    return low.is_int() and high.is_int() and -int(low.to_python()) >= 0 and \
+        int(high.to_python()) < size
 
 
 def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]

@@ -13,7 +13,14 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from dtg.codegen.adapters import OPPOSITE, adapter_programs
-from dtg.codegen.batching import COUNT, ArrivalPlan, Batch, lands_in_place
+from dtg.codegen.batching import (
+    COUNT,
+    ArrivalPlan,
+    Batch,
+    batch_window,
+    in_first_window,
+    lands_in_place,
+)
 from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs
 from dtg.codegen.configure import guard_configurations
 from dtg.codegen.cost import elementwise_simd_pays
@@ -80,6 +87,11 @@ from dtg.pe.ir import (
 )
 
 NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
+# Whether the work that follows a PE's last end mark runs in the task that counts it (a
+# stream's only batch, the last of several streams) rather than a task of its own: one
+# dispatch fewer. Off, every data task does its stream's work alone, which is what the
+# cost model predicts per stream (tests measure the predictions so).
+FUSE_END_WORK = True
 
 
 def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, name: str,
@@ -152,6 +164,10 @@ class _ComputeBuilder(Sharing, Gathering):
                 else:
                     self.ints.append(IntVar("pending"))
                     main.append(SetInt("pending", "=", pending))
+            # Without exchanges, nothing but the streams' own tasks can be queued once the
+            # last mark is counted: finishing right there is what activating a task
+            # would do, without its dispatch.
+            inline = FUSE_END_WORK and not self.extra_tasks and not idle
             for flow in flows:
                 self._input_routes(flow)
                 ended = [s for f, out in early if f is flow for s in self._output(out)]
@@ -162,15 +178,16 @@ class _ComputeBuilder(Sharing, Gathering):
                                              context)
                     if not (isinstance(elsewhere, BConst) and not elsewhere.value):
                         late.extend(guarded(elsewhere, ended))
-                tasks.extend(self._flow_tasks(flow, [Activate("finish")] if finish else [],
-                                              counted=True, ended=ended))
-            if finish and flows:
+                tasks.extend(self._flow_tasks(
+                    flow, finish if inline else [Activate("finish")] if finish else [],
+                    counted=True, ended=ended))
+            if finish and not flows:
+                main.extend(finish)
+            elif finish and not inline:
                 if idle:
                     main.append(If(Cmp("==", IVar("pending"), IConst(0)),
                                    (Activate("finish"),)))
                 tasks.append(Task("finish", "local", tuple(finish)))
-            elif finish:
-                main.extend(finish)
             main.extend(late)  # (last: it may wait for a neighbour's partial results)
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
@@ -399,6 +416,10 @@ class _ComputeBuilder(Sharing, Gathering):
             self.landed_in_place.add(batch.land.name)
         if batch is not None and batch.groups is not None:
             return self._group_task(flow, batch, body, land, done, counted=counted)
+        if FUSE_END_WORK and batch is not None and (counted or done or ended) and \
+                self._whole_group(flow, batch):
+            return self._whole_task(flow, batch, body, land, done, counted=counted,
+                                    ended=ended)
         env: dict[str, IExpr] = {}
         context = self.region.context()
         group_vars: list[Stmt] = []
@@ -471,6 +492,48 @@ class _ComputeBuilder(Sharing, Gathering):
         self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
                      batch.size, land, batch.once, batch.groups), *tasks]
+
+    def _whole_group(self, flow: InputFlow, batch: Batch) -> bool:
+        """Whether ``batch`` takes the only group of a dense one-dimensional stream whole
+        on every PE it reaches (each gets at least one wavelet, at most ``batch.size``):
+        then the end mark may trigger the batch (a batch of one whole group) and what
+        its control task would do follows in the same task, one dispatch instead of two."""
+        if flow.index_dims != 1 or flow.groups != 1:
+            return False
+        window = batch_window(flow)
+        if window is None or window[2] > batch.size:
+            return False
+        if flow.kind == "sparse" and not in_first_window(flow, window[0], window[1],
+                                                         batch.size):
+            return False
+        reached = poly.bind_pe(flow.arrivals()).params()
+        lines = pe_condition_set(flow.lines)
+        lines, reached = poly.align_params(lines, reached)
+        return bool(lines.is_subset(reached))
+
+    def _whole_task(self, flow: InputFlow, batch: Batch, body: list[Stmt], land: str | None,
+                    done: Sequence[Stmt], *, counted: bool, ended: Sequence[Stmt]
+                    ) -> list[Task]:
+        """The data task of a stream whose only group on a PE is one batch (see
+        :meth:`_whole_group`): the batch, then what the group's end mark would trigger."""
+        env: dict[str, IExpr]
+        if flow.kind == "sparse":  # (the batch's window is the first: it starts at 0)
+            env = {"index": IConst(0) if flow.wire_offset is None else
+                   pw_aff_expr(flow.wire_offset[-1], self.region.context())}
+        else:
+            arrivals = poly.bind_pe(flow.arrivals())
+            known = poly.project_out_params(flow.arrival_context(), poly.index_names(1))
+            env = {"index": pw_aff_expr(arrivals.dim_min(0), known)}
+        data = [*substitute_stmts(tuple(body), env), *ended]
+        if counted:
+            data.append(SetInt("pending", "+=", IConst(-1)))
+            if done:
+                data.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+        else:
+            data.extend(done)
+        self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
+        return [Task(f"on_{flow.name}", "data", tuple(data), flow.color,
+                     flow.kind == "sparse", batch.size, land, flow.kind == "sparse", 1)]
 
     def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:
         return lands_in_place(batch, self.memory.of(flow.tensor))

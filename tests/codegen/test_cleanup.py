@@ -5,6 +5,7 @@ from __future__ import annotations
 from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs
 from dtg.pe.parser import parse_module
 from dtg.pe.printer import program as program_text
+from dtg.pe.printer import task as task_text
 
 TEXT = """
 module m
@@ -46,7 +47,7 @@ def test_unread_counters_and_their_updates_go() -> None:
     assert [t.name for t in program.tasks] == ["main", "on_x"]
 
 
-def test_one_stream_ending_once_finishes_in_its_control_task(tmp_path) -> None:
+def test_one_stream_ending_once_finishes_in_the_task_of_its_only_batch(tmp_path) -> None:
     from dtg.codegen.driver import compile_file
     from dtg.pesim.run import run_program
 
@@ -66,11 +67,14 @@ output y dense { y[i = 0:15] -> [PE[-1, i//8] -> index[i mod 8]] }
     assert compiled.module is not None
     (program,) = [p for p in compiled.module.programs if p.name == "compute"]
     assert "pending" not in {v.name for v in program.ints}
-    assert "finish" not in {t.name for t in program.tasks}
-    end_x = next(t for t in program.tasks if t.name == "end_x")
+    assert {t.name for t in program.tasks} == {"main", "on_x"}
+    on_x = next(t for t in program.tasks if t.name == "on_x")
     main = next(t for t in program.tasks if t.name == "main")
-    # the PEs x reaches finish when its end mark arrives; the others in main
-    assert end_x.body and main.body
+    # the PEs x reaches take its 8 wavelets as one batch that its end mark closes, and
+    # finish in that task; the others in main
+    assert (on_x.batch, on_x.groups) == (8, 1)
+    assert "run out_y" in "\n".join(task_text(on_x))
+    assert main.body
     for seed in (0, 1):
         result = run_program(tmp_path / "g.lair", seed=seed)
         assert result.comparison.verified and result.comparison.exact

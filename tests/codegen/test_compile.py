@@ -228,7 +228,8 @@ def test_a_chain_whose_totals_are_read_on_tests_its_last_pe_early() -> None:
     c = compile_file(path)
     assert c.module is not None
     (program,) = [p for p in c.module.programs if p.name == "compute"]
-    end = "\n".join(task_text(next(t for t in program.tasks if t.name == "end_x")))
+    # (x arrives in one batch per PE: its end mark closes it, and the task finishes)
+    end = "\n".join(task_text(next(t for t in program.tasks if t.name == "on_x")))
     tests = [line.strip() for line in end.splitlines() if line.strip().startswith("if (")]
     assert tests[:2] == ["if (PE_X == 0) {", "if (PE_X == 3) {"], tests
     outcome = run_program(path, seed=4)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE_PROGRAMS, EXAMPLES
 
+from dtg.codegen import emit
 from dtg.codegen.driver import compile_file
 from dtg.pesim.run import make_inputs, run_module
 
@@ -35,7 +36,10 @@ def _name(case: Case) -> str:
 
 @pytest.mark.parametrize("arrival", ["batched", "per-wavelet"])
 @pytest.mark.parametrize("case", CASES, ids=_name)
-def test_chosen_way_is_predicted_within_ten_percent(case: Case, arrival: str) -> None:
+def test_chosen_way_is_predicted_within_ten_percent(case: Case, arrival: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a stream's own work: the end work that may follow in its task is not predicted)
+    monkeypatch.setattr(emit, "FUSE_END_WORK", False)
     path, mapping, params = case
     c = compile_file(path, None if mapping is None else str(mapping), params, arrival=arrival)
     assert c.module is not None and c.arrivals is not None
