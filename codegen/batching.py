@@ -28,9 +28,16 @@ import islpy as isl
 
 from dtg.codegen import groupbatch
 from dtg.codegen.adapters import adapter_window
-from dtg.codegen.cost import box_volume, costs, dispatch, expr_ops, scalar_cycles, simd_cycles
+from dtg.codegen.cost import (
+    box_volume,
+    branch_cycles,
+    costs,
+    dispatch,
+    expr_ops,
+    scalar_cycles,
+    simd_cycles,
+)
 from dtg.codegen.groupbatch import control_cycles
-from dtg.codegen.hoist import per_arrival_cond_ops
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
 from dtg.codegen.keeping import keep_cycles
 from dtg.codegen.scalarcode import scalar_code
@@ -235,22 +242,29 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
         env = {"index": IBin("+", IVar("index"), pw_aff_expr(flow.wire_offset[-1],
                                                              flow.arrival_context()))}
     # dispatch, a dense stream's arrival counter, storing a kept element, the work (on
-    # the share of arrivals that have instances on the PE, the others test a guard)
+    # the share of arrivals that have instances on the PE, the others test a guard): on
+    # the busiest PE, as each piece runs where its PEs are
     pw_cost = None
     if len(per_wavelet) == len(tasks):
         # (a dense stream's position in its group is counted where the code reads it)
         reads_index = flow.tensor in tg.buffered or any(
             varying & _work_names(d, tg, t, memory)
             for t, d in zip(tasks, per_wavelet, strict=True))
-        pw_cost = dispatch() + (flow.kind == "dense" and reads_index)
+        lines = pe_condition_set(flow.lines)
+        pieces = [(lines, dispatch() + (flow.kind == "dense" and reads_index))]
         for t, d in zip(tasks, per_wavelet, strict=True):
+            assert t.instances is not None
             run = _run_cost(d, tg, t, varying=varying, env=env, memory=memory)
             share = _trigger_share(flow, t, varying)
-            pw_cost += run if share is None else ceil(run * share[0]) + share[1]
-    if pw_cost is not None and flow.tensor in tg.buffered:
-        local = memory.of(flow.tensor)
-        pw_cost += KEEP_PER_WAVELET + (flow.kind == "sparse") if local is None else \
-            keep_cycles(flow, local, tg.compute.context(), varying)
+            pieces.append((_pes(t.instances), run if share is None else ceil(run * share[0])))
+            if share is not None:
+                pieces.append((lines, share[1]))
+        if flow.tensor in tg.buffered:
+            local = memory.of(flow.tensor)
+            pieces.append((lines, KEEP_PER_WAVELET + (flow.kind == "sparse")) if local is None
+                          else (pe_condition_set(local.pes), keep_cycles(
+                              flow, local, tg.compute.context(), varying)))
+        pw_cost = _busiest(pieces, flow)
     every = None if pw_cost is None or length is None else length * max(1, pw_cost)
     groups = _groups(flow)
     period = 1 if flow.adapter is None or (enabled and adapter_window(
@@ -316,10 +330,12 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         if isinstance(made, str):
             result.append(Candidate(size, None, made))
             continue
-        cost = [dispatch() + sum(_run_cost(made.decision(t.name), tg, t, count=size)
-                                      for t in made.tasks)]
+        # (the busiest PE's: the tasks and the kept copy may each run on other PEs)
+        work = [(_pes(t.instances), _run_cost(made.decision(t.name), tg, t, count=size))
+                for t in made.tasks if t.instances is not None]
         if made.keep is not None and not lands_in_place(made, kept):
-            cost[0] += made.keep.cycles(land_local.dtype)
+            work.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype)))
+        cost = [dispatch() + _busiest(work, flow)]
         batches = ceil(length / size)
         if flow.kind == "sparse":  # windows aligned to multiples of K, each cleared
             batches = _windows(flow, window, size)
@@ -337,6 +353,25 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         if best is None or cycles < best[0]:
             best = (cycles, made)
     return best
+
+
+def _pes(obj: isl.Set) -> isl.Set:
+    """The PEs (``PE_X``, ``PE_Y`` parameters) where work on ``obj`` happens."""
+    return poly.project_onto_pe(obj.params())
+
+
+def _busiest(work: list[tuple[isl.Set, int]], flow: InputFlow) -> int:
+    """The most cycles of ``work`` (each piece with the PEs doing it) one PE of the
+    stream's lines does."""
+    if not work:
+        return 0
+    lines = pe_condition_set(flow.lines)
+    aligned = []
+    for pes, cycles in work:
+        pes, within = poly.align_params(pes, lines)
+        aligned.append((pes.intersect(within), cycles))
+    space = aligned[0][0].get_space()
+    return poly.heaviest_overlap([(p.align_params(space), c) for p, c in aligned])
 
 
 def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
@@ -466,7 +501,7 @@ def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
         total = _count(at)
         if total:
             share = max(share, _count(triggered.intersect(at)) / total)
-    return share, costs().if_branch + per_arrival_cond_ops(guard, varying)
+    return share, branch_cycles(guard, varying)
 
 
 def _count(params: isl.Set) -> int:

@@ -1,5 +1,6 @@
 """Counters nothing reads are not kept: their updates cost cycles on every arrival;
-adjacent tests of one condition are one test.
+adjacent tests of one condition are one test; tests of the PE's coordinates alone are
+settled where the code is placed.
 
 The emitter keeps generic bookkeeping (a dense stream's arrival counter ``n_x``, a
 group counter) whether or not the task's code ends up reading it: where the SIMD
@@ -28,6 +29,8 @@ from dtg.pe.ir import (
 )
 from dtg.pe.walk import cond_names, iexpr_names
 
+PE_COORDINATES = frozenset({"PE_X", "PE_Y"})
+
 
 def drop_unread_ints(program: PeProgram) -> PeProgram:
     """``program`` without the ``int``s that no expression reads, and without control
@@ -50,10 +53,10 @@ def _without(body: tuple[Stmt, ...], dead: set[str]) -> tuple[Stmt, ...]:
         match s:
             case SetInt(name, _, _) if name in dead:
                 continue
-            case If(cond, then, orelse):
+            case If(cond, then, orelse, static):
                 then_, orelse_ = _without(then, dead), _without(orelse, dead)
                 if then_ or orelse_:
-                    kept.append(If(cond, then_, orelse_))
+                    kept.append(If(cond, then_, orelse_, static))
                 continue
             case For(var, lo, hi, inner):
                 inner_ = _without(inner, dead)
@@ -135,15 +138,36 @@ def _merged(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     for s in body:
         match s:
-            case If(cond, then, orelse):
-                s = If(cond, _merged(then), _merged(orelse))
+            case If(cond, then, orelse, static):
+                s = If(cond, _merged(then), _merged(orelse), static)
             case For(var, lo, hi, inner):
                 s = For(var, lo, hi, _merged(inner))
         prev = out[-1] if out else None
         if isinstance(s, If) and isinstance(prev, If) and prev.cond == s.cond \
-                and not prev.orelse and not s.orelse \
+                and prev.static == s.static and not prev.orelse and not s.orelse \
                 and not (set(cond_names(s.cond)) & assigned(prev.then)):
-            out[-1] = If(s.cond, prev.then + s.then, ())
+            out[-1] = If(s.cond, prev.then + s.then, (), s.static)
         else:
             out.append(s)
+    return tuple(out)
+
+
+def settle_pe_branches(program: PeProgram) -> PeProgram:
+    """Mark the branches that test only ``PE_X`` and ``PE_Y`` ``static``: each PE gets
+    the code of its own branch when the code is placed (docs/pecode.md), so telling the
+    classes of PEs apart (a chain's first PE, a border's tile) costs nothing at run time."""
+    return replace(program, tasks=tuple(replace(t, body=_settled(t.body))
+                                        for t in program.tasks))
+
+
+def _settled(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    out: list[Stmt] = []
+    for s in body:
+        match s:
+            case If(cond, then, orelse, static):
+                pe_only = static or set(cond_names(cond)) <= PE_COORDINATES
+                s = If(cond, _settled(then), _settled(orelse), pe_only)
+            case For(var, lo, hi, inner):
+                s = For(var, lo, hi, _settled(inner))
+        out.append(s)
     return tuple(out)

@@ -18,6 +18,7 @@ from math import prod
 
 import islpy as isl
 
+from dtg.codegen.cleanup import PE_COORDINATES
 from dtg.codegen.hoist import per_arrival_cond_ops, per_arrival_ops
 from dtg.codegen.islast import substitute
 from dtg.codegen.simd import SimdDecision
@@ -25,9 +26,9 @@ from dtg.codegen.stmtutil import simplify
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.mapping import poly
 from dtg.pe.fabric import FabricConfig
-from dtg.pe.ir import IExpr, If, Store
+from dtg.pe.ir import Cond, IExpr, If, Store
 from dtg.pe.ir import Stmt as PeStmt
-from dtg.pe.walk import cond_ops, iexpr_ops, store_ops
+from dtg.pe.walk import cond_names, cond_ops, iexpr_ops, store_ops
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)
@@ -102,6 +103,16 @@ def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,
     return volume * (costs().for_iteration + body) + loops * costs().for_setup
 
 
+def branch_cycles(cond: Cond, varying: frozenset[str] | None = None) -> int:
+    """What a test costs per run: nothing where it reads the PE's coordinates alone
+    (settled where the code is placed, ``codegen.cleanup.settle_pe_branches``); else the
+    branch and the condition's operations (with ``varying``: those left per arrival)."""
+    if set(cond_names(cond)) <= PE_COORDINATES:
+        return 0
+    test = cond_ops(cond) if varying is None else per_arrival_cond_ops(cond, varying)
+    return costs().if_branch + costs().scalar_op * test
+
+
 def code_cycles(code: Sequence[PeStmt], varying: frozenset[str] | None = None) -> int | None:
     """The cycles the simulator charges for straight-line stores under guards (the
     guarded branch taken), or None for anything else; with ``varying``, the integer
@@ -119,8 +130,7 @@ def code_cycles(code: Sequence[PeStmt], varying: frozenset[str] | None = None) -
                 inner = code_cycles(then, varying)
                 if inner is None:
                     return None
-                test = cond_ops(cond) if varying is None else per_arrival_cond_ops(cond, varying)
-                cycles += c.if_branch + c.scalar_op * test + inner
+                cycles += branch_cycles(cond, varying) + inner
             case _:
                 return None
     return cycles

@@ -21,7 +21,7 @@ from dtg.codegen.batching import (
     in_first_window,
     lands_in_place,
 )
-from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs
+from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs, settle_pe_branches
 from dtg.codegen.configure import guard_configurations
 from dtg.codegen.cost import elementwise_simd_pays
 from dtg.codegen.gathering import Gathering
@@ -110,14 +110,14 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
     # (guards first: they read the variant expressions hoisting moves into variables)
-    programs = [drop_unread_ints(merge_adjacent_ifs(_hoisted(guard_configurations(p))))
-                for p in programs]
+    programs = [drop_unread_ints(merge_adjacent_ifs(_hoisted(settle_pe_branches(
+        guard_configurations(p))))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
-    programs.append(drop_unread_ints(merge_adjacent_ifs(_hoisted(guard_configurations(
-        compute, task_pes=builder.task_pes)))))
+    programs.append(drop_unread_ints(merge_adjacent_ifs(_hoisted(settle_pe_branches(
+        guard_configurations(compute, task_pes=builder.task_pes))))))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -468,8 +468,9 @@ class _ComputeBuilder(Sharing, Gathering):
                     done: Sequence[Stmt], *, counted: bool) -> list[Task]:
         """The data task of a stream taken in batches of whole groups: it counts the
         groups itself (its end marks trigger no control task), the batch's leading outer
-        index values from that count. What follows the last batch runs in a local task,
-        as it would in the control task of the last end mark."""
+        index values from that count. What follows the last batch runs in the same task,
+        as it would in the control task of the last end mark (in a local task of its own
+        without :data:`FUSE_END_WORK`)."""
         assert batch.groups is not None
         env = self._outer_index(flow, self.region.context())
         if batch.first is not None:  # (the first slot's index, a function of the PE)
@@ -484,11 +485,14 @@ class _ComputeBuilder(Sharing, Gathering):
             if done:
                 data.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
         elif done:
-            name = f"after_{flow.name}"
-            tasks.append(Task(name, "local", tuple(done)))
-            data.extend(guarded(Cmp("==", IVar(f"g_{flow.name}"), IConst(flow.groups)),
-                                [Activate(name)]) if isinstance(flow.groups, int) and
-                        flow.groups > batch.groups else [Activate(name)])
+            last = Cmp("==", IVar(f"g_{flow.name}"), IConst(flow.groups)) if isinstance(
+                flow.groups, int) and flow.groups > batch.groups else None
+            if FUSE_END_WORK:  # (as a control task would run it: nothing else is queued)
+                data.extend(guarded(last, done))
+            else:
+                name = f"after_{flow.name}"
+                tasks.append(Task(name, "local", tuple(done)))
+                data.extend(guarded(last, [Activate(name)]))
         self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
                      batch.size, land, batch.once, batch.groups), *tasks]

@@ -210,8 +210,9 @@ class Hoister:
                            None if scalar is None else self.fexpr(scalar),
                            None if variant is None else self.iexpr(variant),
                            None if length is None else self.iexpr(length))
-            case If(cond, then, orelse):
-                return If(self.cond(cond), self.block(then), self.block(orelse))
+            case If(cond, then, orelse, static):  # (a static test costs nothing: kept)
+                return If(cond if static else self.cond(cond), self.block(then),
+                          self.block(orelse), static)
             case For(var, lo, hi, body):
                 return For(var, self.iexpr(lo), self.iexpr(hi), self.block(body))
             case Store(target, op, value):

@@ -443,9 +443,9 @@ def substitute_stmt(s: Stmt, env: dict[str, IExpr]) -> Stmt:
             inner = {k: v for k, v in env.items() if k != var}
             return For(var, substitute(lo, env), substitute(hi, env),
                        substitute_stmts(body, inner))
-        case If(c, then, orelse):
+        case If(c, then, orelse, static):
             return If(substitute_cond(c, env), substitute_stmts(then, env),
-                      substitute_stmts(orelse, env))
+                      substitute_stmts(orelse, env), static)
         case Send(color, value, index):
             return Send(color, substitute_fexpr(value, env),
                         None if index is None else substitute(index, env))

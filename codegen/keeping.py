@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import islpy as isl
 
-from dtg.codegen.cost import costs
-from dtg.codegen.hoist import per_arrival_cond_ops, per_arrival_ops
+from dtg.codegen.cost import branch_cycles, costs
+from dtg.codegen.hoist import per_arrival_ops
 from dtg.codegen.islast import aff_expr, condition_of, pw_aff_expr
 from dtg.codegen.stmtutil import guarded, simplify
 from dtg.mapping import poly
@@ -50,7 +50,7 @@ def keep_cycles(flow: InputFlow, local: LocalTensor, region: isl.Set,
     cycles = 0
     for s in keep_element(flow, local, region):
         if isinstance(s, If):
-            cycles += costs().if_branch + per_arrival_cond_ops(s.cond, varying)
+            cycles += branch_cycles(s.cond, varying)
             body = s.then
         else:
             body = (s,)

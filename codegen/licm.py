@@ -59,8 +59,8 @@ def hoist_loop_invariants(program: PeProgram) -> PeProgram:
                         out.append(SetInt(name, "=", e))
                         new_ints.append(IntVar(name))
                     out.append(For(var, lo, hi, inner))
-                case If(cond, then, orelse):
-                    out.append(If(cond, block(then), block(orelse)))
+                case If(cond, then, orelse, static):
+                    out.append(If(cond, block(then), block(orelse), static))
                 case _:
                     out.append(s)
         return tuple(out)

@@ -971,14 +971,20 @@ def enumerate_sizes(
 def most_overlapping(sets: Sequence[isl.Set]) -> int:
     """The most of ``sets`` (in one space) that any one point lies in: e.g. the SIMD
     configurations one PE needs, given the PEs needing each."""
+    return heaviest_overlap([(s, 1) for s in sets])
+
+
+def heaviest_overlap(weighted: Sequence[tuple[isl.Set, int]]) -> int:
+    """The largest sum of the weights of the sets (in one space) that one point lies in:
+    e.g. the cycles of the busiest PE, given the PEs doing each piece of work."""
     weights: list[tuple[isl.Set, int]] = []
-    for s in sets:
+    for s, weight in weighted:
         for n, (known, w) in enumerate(weights):
             if known.is_equal(s):
-                weights[n] = (known, w + 1)
+                weights[n] = (known, w + weight)
                 break
         else:
-            weights.append((s, 1))
+            weights.append((s, weight))
     if not weights:
         return 0
     pieces = [(isl.Set.universe(weights[0][0].get_space()), 0)]

@@ -166,9 +166,14 @@ class For:
 
 @dataclass(frozen=True)
 class If:
+    """A branch. ``static``: its condition reads only ``PE_X`` and ``PE_Y``, so it is
+    settled when the code is placed on a PE (each PE gets the code of its own branch, as
+    CSL places code per PE with comptime parameters) and costs nothing at run time."""
+
     cond: Cond
     then: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...] = ()
+    static: bool = False
 
 
 @dataclass(frozen=True)
@@ -415,8 +420,9 @@ def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...
             case Run(config, bases, scalar, variant, length):
                 return Run(config, tuple((new if a == old else a, b) for a, b in bases),
                            None if scalar is None else fexpr(scalar), variant, length)
-            case If(cond, then, orelse):
-                return If(cond, rename_array(then, old, new), rename_array(orelse, old, new))
+            case If(cond, then, orelse, static):
+                return If(cond, rename_array(then, old, new), rename_array(orelse, old, new),
+                          static)
             case For(var, lo, hi, body):
                 return For(var, lo, hi, rename_array(body, old, new))
         return s

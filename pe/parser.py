@@ -534,8 +534,8 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
         return self._stmt(For(str(var), lo, hi, body), meta)
 
     def if_stmt(self, meta: Any, children: list[Any]) -> Stmt:
-        cond, then, orelse = children
-        return self._stmt(If(cond, then, orelse or ()), meta)
+        static, cond, then, orelse = children
+        return self._stmt(If(cond, then, orelse or (), static is not None), meta)
 
     def block(self, meta: Any, children: list[Stmt]) -> tuple[Stmt, ...]:
         return tuple(children)

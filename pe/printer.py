@@ -130,8 +130,9 @@ def stmt(s: Stmt, indent: str = "") -> list[str]:
         case For(var, lo, hi, body):
             return [f"{indent}for ({var} = {iexpr(lo)}; {var} <= {iexpr(hi)}; {var}++) {{",
                     *_block(body, inner), f"{indent}}}"]
-        case If(c, then, orelse):
-            lines = [f"{indent}if ({cond(c)}) {{", *_block(then, inner)]
+        case If(c, then, orelse, static):
+            lines = [f"{indent}if {'static ' if static else ''}({cond(c)}) {{",
+                     *_block(then, inner)]
             if orelse:
                 lines += [f"{indent}}} else {{", *_block(orelse, inner)]
             return [*lines, f"{indent}}}"]

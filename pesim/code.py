@@ -383,7 +383,8 @@ class ProgramCode:
 
     def branch(self, s: If) -> Code:
         test = compile_cond(s.cond)
-        cost = self.config.if_branch + self.config.scalar_op * cond_ops(s.cond)
+        cost = 0 if s.static else self.config.if_branch + self.config.scalar_op * cond_ops(
+            s.cond)
         then, orelse = self.block(s.then), self.block(s.orelse)
         if then.plain is not None and orelse.plain is not None:
             t, o = then.plain, orelse.plain

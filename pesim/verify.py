@@ -52,7 +52,7 @@ from dtg.pe.ir import (
     Task,
 )
 from dtg.pe.parser import Locations, stmt_key
-from dtg.pe.walk import cond_iexprs, iexpr_divisions, iexpr_names
+from dtg.pe.walk import cond_iexprs, cond_names, iexpr_divisions, iexpr_names
 from dtg.pesim.code import ConfigSetup
 from dtg.pesim.expr import compile_cond
 from dtg.pesim.isltext import (
@@ -571,9 +571,14 @@ class _Verifier:
                     raise self.fail(f"{where}: loop variable '{var}' hides another name; choose "
                                     "a fresh name", *key)
                 self.block(p, t, body, path, scope | {var}, data_colors, configs)
-            case If(cond, then, orelse):
+            case If(cond, then, orelse, static):
                 for e in cond_iexprs(cond):
                     ix(e)
+                other = sorted(set(cond_names(cond)) - {"PE_X", "PE_Y"})
+                if static and other:
+                    raise self.fail(f"{where}: 'if static' may test only PE_X and PE_Y (it "
+                                    "is settled when the code is placed on a PE), not "
+                                    f"{', '.join(other)}: test those with a plain 'if'", *key)
                 self.block(p, t, then + orelse, path, scope, data_colors, configs)
             case Send(color, value, index):
                 self.color(color, f"a send in {where}", *key)

@@ -251,8 +251,9 @@ class _Program:
                 self.block(body)
                 self.emit(FOR_NEXT, hid, top)
                 self.patch(begin, 4, len(self.m.code))
-            case If(cond, then, orelse):  # code.branch
-                self.charge(self.config.if_branch + op * cond_ops(cond))
+            case If(cond, then, orelse, static):  # code.branch
+                if not static:
+                    self.charge(self.config.if_branch + op * cond_ops(cond))
                 test = self.emit(IFNOT, self.m.cond(cond, self), NO)
                 self.block(then)
                 if orelse:

@@ -122,3 +122,36 @@ def test_adjacent_tests_of_one_condition_are_one_test() -> None:
     assert "a[0] = 1.0;\n      a[1] = 2.0;" in text
     assert text.count("if (k == 0)") == 2
     assert text.count("if (PE_X == 0)") == 2
+
+
+SETTLE = """
+module m
+mesh PE[2, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  int n = 0;
+  task main {
+    if (PE_X == 0) {
+      n = 1;
+      for (i = 0; i <= 1; i++) {
+        if (PE_X + PE_Y > 0 || PE_Y == 1) {
+          n += 1;
+        }
+      }
+    } else {
+      if (n == 0 && PE_X == 1) {
+        n = 2;
+      }
+    }
+  }
+}
+"""
+
+
+def test_only_tests_of_the_pe_alone_are_settled_where_the_code_is_placed() -> None:
+    from dtg.codegen.cleanup import settle_pe_branches
+
+    text = program_text(settle_pe_branches(parse_module(SETTLE).programs[0]))
+    assert "if static (PE_X == 0) {" in text
+    assert "if static (PE_X + PE_Y > 0 || PE_Y == 1) {" in text  # (inside a loop too)
+    assert "if (n == 0 && PE_X == 1) {" in text  # (reads a variable: tested at run time)

@@ -79,6 +79,8 @@ def every_construct() -> PeModule:
         If(BConst(True), (SetInt("n", "=", IBin("+", n, IConst(1))),),
            (SetInt("n", "+=", INeg(IBin("*", n, IConst(2)))),)),
         If(BConst(False), (SendEnd(5),)),
+        If(Cmp("==", px, IConst(0)), (SetInt("n", "=", IConst(2)),),
+           (SetInt("n", "=", IConst(3)),), True),
         Send(5, FBin("-", FValue(), FBin("+", FConst(2.5e-3), FConst(float("inf"))))),
         Send(5, FValue(), IBin("-", IVar("index"), IConst(-1))),
         Activate("later"),

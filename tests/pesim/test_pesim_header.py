@@ -59,9 +59,9 @@ def test_the_readme_first_command_gives_the_bound(cli, tmp_path: Path) -> None:
     module = compiled(cli, tmp_path, GEMV)
     result = cli(main, module.parent)
     assert result.status == 0, result.err
-    assert "cycles / bound 2.50" in flat(result.out) and "n/a" not in result.out
+    assert "cycles / bound 2.30" in flat(result.out) and "n/a" not in result.out
     report = report_of(cli, module.parent)
-    assert report["bound"]["cycles"] == 20 and report["cycles_over_bound"] == 2.5
+    assert report["bound"]["cycles"] == 20 and report["cycles_over_bound"] == 2.3
     assert report["bound_note"] is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pesim_support import sim
+from pesim_support import build, sim
 
 
 def passthrough(width: int, n: int) -> str:
@@ -359,3 +359,37 @@ def test_float32_widths_depend_on_the_operation(fabric: str, op: str, cycles: in
     result = sim(op_module(op), {}, {"y": ((8,), "float32")}, **asdict(preset(fabric)))
     assert result.cycles == cycles
     assert result.outputs["y"].tolist() == [4.0] * 8
+
+
+def roles(static: str) -> str:
+    """Two PEs telling their roles apart by a test of PE_X: ``static`` is '' or 'static'."""
+    return f"""
+module roles
+mesh PE[2, 1]
+program p origin PE[0, 0] pes {{ PE[x, 0] : 0 <= x <= 1 }}
+{{
+  array float32 a[1] offset [PE_X] store y;
+  task main {{
+    if {static} (PE_X % 2 == 0) {{
+      a[0] = 1.0;
+    }} else {{
+      a[0] = 2.0;
+    }}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_a_static_test_of_the_pe_costs_nothing(engine: str) -> None:
+    from dtg.pesim.engines import simulate
+    from dtg.pesim.sim import TensorInfo
+
+    runs = {}
+    for static in ("", "static"):
+        module = build(roles(static))
+        runs[static] = simulate(module, {}, {"y": TensorInfo((2,), "float32")}, engine=engine)
+        assert runs[static].outputs["y"].tolist() == [1.0, 2.0]
+    # a plain test: the branch (1) and its two operations (%, ==); a store (1) either way
+    assert [runs[""].pes[(x, 0)].busy for x in (0, 1)] == [4, 4]
+    assert [runs["static"].pes[(x, 0)].busy for x in (0, 1)] == [1, 1]
