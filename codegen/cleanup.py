@@ -10,9 +10,14 @@ drops the ``int``s no expression reads, with their assignments, until none is le
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
+import islpy as isl
+
+from dtg.codegen.configure import program_pes
+from dtg.codegen.scancheck import ScanError, cond_set
+from dtg.mapping import poly
 from dtg.pe.ir import (
     FBin,
     FExpr,
@@ -152,22 +157,48 @@ def _merged(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     return tuple(out)
 
 
-def settle_pe_branches(program: PeProgram) -> PeProgram:
+def settle_pe_branches(program: PeProgram, *,
+                       task_pes: Mapping[str, isl.Set] | None = None) -> PeProgram:
     """Mark the branches that test only ``PE_X`` and ``PE_Y`` ``static``: each PE gets
     the code of its own branch when the code is placed (docs/pecode.md), so telling the
-    classes of PEs apart (a chain's first PE, a border's tile) costs nothing at run time."""
-    return replace(program, tasks=tuple(replace(t, body=_settled(t.body))
-                                        for t in program.tasks))
+    classes of PEs apart (a chain's first PE, a border's tile) costs nothing at run time.
+    A branch no PE that gets there can take (by the tests around it, and ``task_pes``:
+    the PEs a task can run on, where the emitter knows them) is dropped."""
+    pes = program_pes(program)
+    tasks = []
+    for t in program.tasks:
+        where = pes
+        if task_pes is not None and t.name in task_pes:
+            where, known = poly.align_params(pes, task_pes[t.name])
+            where = where.intersect(known)
+        tasks.append(replace(t, body=_settled(t.body, where)))
+    return replace(program, tasks=tuple(tasks))
 
 
-def _settled(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+def _settled(body: tuple[Stmt, ...], known: isl.Set) -> tuple[Stmt, ...]:
+    """``body`` settled on the PEs ``known`` (parameters ``PE_X``, ``PE_Y``)."""
     out: list[Stmt] = []
     for s in body:
         match s:
+            case If(cond, then, orelse, static) if static or set(
+                    cond_names(cond)) <= PE_COORDINATES:
+                try:
+                    where = cond_set(cond, known.get_space())
+                except ScanError:  # (not quasi-affine: settled, but not narrowed)
+                    out.append(If(cond, _settled(then, known), _settled(orelse, known), True))
+                    continue
+                inside, outside = known.intersect(where), known.subtract(where)
+                if inside.is_empty():
+                    out.extend(_settled(orelse, known))
+                elif outside.is_empty():
+                    out.extend(_settled(then, known))
+                else:
+                    out.append(If(cond, _settled(then, inside), _settled(orelse, outside),
+                                  True))
+                continue
             case If(cond, then, orelse, static):
-                pe_only = static or set(cond_names(cond)) <= PE_COORDINATES
-                s = If(cond, _settled(then), _settled(orelse), pe_only)
+                s = If(cond, _settled(then, known), _settled(orelse, known), static)
             case For(var, lo, hi, inner):
-                s = For(var, lo, hi, _settled(inner))
+                s = For(var, lo, hi, _settled(inner, known))
         out.append(s)
     return tuple(out)

@@ -117,7 +117,8 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                               arrivals or ArrivalPlan())
     compute = builder.build()
     programs.append(drop_unread_ints(merge_adjacent_ifs(_hoisted(settle_pe_branches(
-        guard_configurations(compute, task_pes=builder.task_pes))))))
+        guard_configurations(compute, task_pes=builder.task_pes),
+        task_pes=builder.task_pes)))))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 
@@ -450,9 +451,7 @@ class _ComputeBuilder(Sharing, Gathering):
                 COUNT)))
         control: list[Stmt] = [*group_vars, *ended]
         if counted:
-            control.append(SetInt("pending", "+=", IConst(-1)))
-            if done:
-                control.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+            control.extend(self._last_mark(flow, done))
         elif isinstance(flow.groups, int) and flow.groups > 1:  # after the last group
             control.extend(guarded(Cmp("==", IVar(f"g_{flow.name}"), IConst(flow.groups)),
                                    done))
@@ -502,7 +501,7 @@ class _ComputeBuilder(Sharing, Gathering):
         on every PE it reaches (each gets at least one wavelet, at most ``batch.size``):
         then the end mark may trigger the batch (a batch of one whole group) and what
         its control task would do follows in the same task, one dispatch instead of two."""
-        if flow.index_dims != 1 or flow.groups != 1:
+        if flow.index_dims != 1 or not isinstance(flow.groups, int) or flow.groups != 1:
             return False
         window = batch_window(flow)
         if window is None or window[2] > batch.size:
@@ -530,14 +529,34 @@ class _ComputeBuilder(Sharing, Gathering):
             env = {"index": pw_aff_expr(arrivals.dim_min(0), known)}
         data = [*substitute_stmts(tuple(body), env), *ended]
         if counted:
-            data.append(SetInt("pending", "+=", IConst(-1)))
-            if done:
-                data.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+            data.extend(self._last_mark(flow, done))
         else:
             data.extend(done)
         self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color,
                      flow.kind == "sparse", batch.size, land, flow.kind == "sparse", 1)]
+
+    def _last_mark(self, flow: InputFlow, done: Sequence[Stmt]) -> list[Stmt]:
+        """A stream's end mark counted among those its PE waits for, ``done`` after the
+        last; on the PEs no other stream reaches, a stream of one group ends the wait by
+        itself: ``done`` at once, without counting (a test of the PE alone is free)."""
+        count: list[Stmt] = [SetInt("pending", "+=", IConst(-1))]
+        if done:
+            count.append(If(Cmp("==", IVar("pending"), IConst(0)), tuple(done)))
+        if not done or not isinstance(flow.groups, int) or flow.groups != 1:
+            return count
+        lines = pe_condition_set(flow.lines)
+        alone = lines
+        for other in self.tg.inputs:
+            if other is not flow:
+                theirs, alone = poly.align_params(pe_condition_set(other.lines), alone)
+                alone = alone.subtract(theirs)
+        alone, lines = poly.align_params(alone, lines)
+        if alone.is_empty():
+            return count
+        if alone.is_equal(lines):
+            return list(done)
+        return [If(condition_of(alone, lines) or BConst(True), tuple(done), tuple(count))]
 
     def _lands_in_place(self, batch: Batch, flow: InputFlow) -> bool:
         return lands_in_place(batch, self.memory.of(flow.tensor))
@@ -622,7 +641,7 @@ class _ComputeBuilder(Sharing, Gathering):
                 continue
             (name,) = flows
             flow = next(f for f in self.tg.inputs if f.name == name)
-            if flow.groups == 1:
+            if isinstance(flow.groups, int) and flow.groups == 1:
                 early.append((flow, out))
         return early
 

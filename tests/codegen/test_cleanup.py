@@ -126,8 +126,8 @@ def test_adjacent_tests_of_one_condition_are_one_test() -> None:
 
 SETTLE = """
 module m
-mesh PE[2, 1]
-program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+mesh PE[2, 2]
+program p origin PE[0, 0] pes { PE[x, y] : 0 <= x <= 1 and 0 <= y <= 1 }
 {
   int n = 0;
   task main {
@@ -155,3 +155,36 @@ def test_only_tests_of_the_pe_alone_are_settled_where_the_code_is_placed() -> No
     assert "if static (PE_X == 0) {" in text
     assert "if static (PE_X + PE_Y > 0 || PE_Y == 1) {" in text  # (inside a loop too)
     assert "if (n == 0 && PE_X == 1) {" in text  # (reads a variable: tested at run time)
+
+
+NESTED = """
+module m
+mesh PE[4, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 3 }
+{
+  int n = 0;
+  task main {
+    if (PE_X >= 2) {
+      n = 1;
+      if (PE_X <= 1) {
+        n = 2;
+      } else {
+        n = 3;
+      }
+    } else {
+      if (PE_X < 2 || PE_Y == 5) {
+        n = 4;
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_test_the_tests_around_it_settle_is_dropped() -> None:
+    from dtg.codegen.cleanup import settle_pe_branches
+
+    text = program_text(settle_pe_branches(parse_module(NESTED).programs[0]))
+    body = text.split("task main {", 1)[1]
+    assert body.count("if static") == 1 and "n = 2;" not in body
+    assert "n = 3;" in body and "n = 4;" in body and "PE_Y == 5" not in body

@@ -65,3 +65,55 @@ def test_a_sparse_stream_with_empty_groups_ends_right(engine: str) -> None:
         inputs[name] = inputs[name].copy()
         inputs[name][: inputs[name].shape[0] // 2] = 0
     _run(path, engine, inputs)
+
+
+TWO = """
+# x reaches every column, y only the first two: those count two end marks, the others one
+lair sc<T=float16>():
+  T x[32] -> T p[32]
+{
+  all (i) in (32) p[i] = x[i] * 2.0
+}
+lair fin<T=float16>():
+  T p[32] -> T r[32]
+{
+  all (i) in (32) r[i] = p[i] + 1.0
+}
+lair sy<T=float16>():
+  T y[16], T p[32] -> T s[16]
+{
+  all (i) in (16) s[i] = y[i] * p[i]
+}
+"""
+
+TWO_MAP = """
+rectangle { PE[4, 1] }
+placement { sc[i] -> PE[i//8, 0]; fin[i] -> PE[i//8, 0]; sy[i] -> PE[i//8, 0] }
+input  x dense { x[i = 0:31] -> [PE[i//8, -1] -> index[i mod 8]] }
+input  y dense { y[i = 0:15] -> [PE[i//8, 1] -> index[i mod 8]] }
+output r resident
+output s resident
+"""
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_where_one_stream_alone_reaches_a_pe_its_mark_ends_the_wait(tmp_path: Path,
+                                                                     engine: str) -> None:
+    from dtg.pe.printer import task as task_text
+
+    (tmp_path / "two.lair").write_text(TWO)
+    (tmp_path / "two.map").write_text(TWO_MAP)
+    c = compile_file(tmp_path / "two.lair")
+    assert c.module is not None
+    (program,) = [p for p in c.module.programs if p.name == "compute"]
+    on_x = "\n".join(task_text(next(t for t in program.tasks if t.name == "on_x")))
+    on_y = "\n".join(task_text(next(t for t in program.tasks if t.name == "on_y")))
+    # columns 2 and 3 finish at x's mark, the others count it; y reaches only those, whose
+    # test of the column is settled away there
+    alone, counted = on_x.split("} else {")
+    assert "if static (PE_X >= 2) {" in alone and "pending" not in alone
+    assert "pending += -1;" in counted and "run simd_sy_local" in counted
+    assert "static" not in on_y and "run simd_sy_local" in on_y
+    for seed in (0, 3):
+        run = run_module(c.module, c.program, make_inputs(c.program, seed=seed), engine=engine)
+        assert run.comparison.verified and run.comparison.exact
