@@ -90,6 +90,7 @@ class Candidate:
     note: str
     busy: int | None = None  # the data task's cycles on a PE over its groups, no zeros
     groups: int | None = None  # batches of whole groups: how many per batch
+    runs: int | None = None  # batches: how many the busiest PE runs
 
     @property
     def way(self) -> tuple[int | None, int | None]:
@@ -349,7 +350,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
                      groups * length * period + cost[0])
         result.append(Candidate(size, cycles, f"{counted(batches, 'batch', 'batches')} of up to "
                                               f"{counted(size, 'wavelet')}, {cost[0]} cycles each",
-                                groups * batches * cost[0]))
+                                groups * batches * cost[0], runs=groups * batches))
         if best is None or cycles < best[0]:
             best = (cycles, made)
     return best
@@ -416,7 +417,8 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
                       tuple(t for t, _ in chosen), tuple((t.name, d) for t, d in chosen),
                       keep=keep, once=once, groups=layout.groups, fixed=layout.fixed,
                       first=layout.first)
-        made.append((Candidate(layout.slot, cycles, note, busy, layout.groups), batch))
+        made.append((Candidate(layout.slot, cycles, note, busy, layout.groups,
+                               layout.batches), batch))
     return made
 
 

@@ -497,8 +497,9 @@ class _ComputeBuilder(Sharing, Gathering):
                      batch.size, land, batch.once, batch.groups), *tasks]
 
     def _whole_group(self, flow: InputFlow, batch: Batch) -> bool:
-        """Whether ``batch`` takes the only group of a dense one-dimensional stream whole
-        on every PE it reaches (each gets at least one wavelet, at most ``batch.size``):
+        """Whether ``batch`` takes the only group of a one-dimensional stream whole on
+        every PE it reaches (dense: each gets at least one wavelet, at most
+        ``batch.size``; sparse: every index it carries lies in ``0 .. batch.size - 1``):
         then the end mark may trigger the batch (a batch of one whole group) and what
         its control task would do follows in the same task, one dispatch instead of two."""
         if flow.index_dims != 1 or not isinstance(flow.groups, int) or flow.groups != 1:

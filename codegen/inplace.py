@@ -9,6 +9,12 @@ reads, at the element it writes, and both tensors have local arrays of the same 
 and offset on every PE, ``D`` can live in ``S``'s array: the copy is the identity and
 is dropped, and the PE holds one array instead of two. Each condition is checked with
 isl before anything changes; the data-flow check then reads the plan as usual.
+
+A statement a stream triggers (``z[i] = alpha * x[i] + y[i]``, ``x`` streamed) uses SIMD
+only in its batches, so its update is found among the batches' decisions once they are
+planned (:func:`in_place_batches`): one multiply-add per batch into ``y``'s array where
+there were a multiplication and an addition (``a * b + s`` is taken as ``s + a * b``,
+the same single rounded addition), and the chosen way's prediction drops the copy.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from typing import Any
 
 import islpy as isl
 
+from dtg.codegen.batching import ArrivalPlan, Batch, Candidate
+from dtg.codegen.cost import simd_cycles
 from dtg.codegen.simd import Operand, SimdDecision
 from dtg.mapping import poly
-from dtg.mapping.flows import TaskGraph
+from dtg.mapping.flows import Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
 
 
@@ -38,8 +46,7 @@ def plan_in_place(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
     """The updates that can run in place (each source used once)."""
     found: list[InPlace] = []
     for task in tg.tasks:
-        if task.kind != "compute" or task.statement is None or task.trigger is not None \
-                or tg.flow_of(task) is not None:
+        if task.kind != "compute" or task.statement is None:
             continue
         d = decisions.get(task.name)
         update = _update(tg, memory, task.statement, d)
@@ -145,3 +152,70 @@ def _renamed(d: SimdDecision, rename: dict[str, str]) -> SimdDecision:
                  for name, dst, srcs, scalar in d.more)
     return replace(d, dst=None if d.dst is None else op(d.dst),
                    srcs=tuple(op(s) for s in d.srcs), more=more)
+
+
+def in_place_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],
+                     arrivals: ArrivalPlan) -> tuple[Memory, dict[str, SimdDecision],
+                                                     ArrivalPlan]:
+    """The same for statements a stream's batches run (``y = alpha * x + s`` with ``x``
+    streamed): their per-wavelet decisions use no SIMD, the batches' do; the plan with
+    ``D`` in ``S``'s array and each such batch decision without its copy."""
+    found: list[InPlace] = []
+    for batch in arrivals.batches:
+        for name, d in batch.decisions:
+            task = batch.task(name)
+            if task.statement is None:
+                continue
+            update = _update(tg, memory, task.statement, d)
+            if update is not None and all(u.src != update[1] and u.dst != update[0]
+                                          for u in found):
+                found.append(InPlace(task.name, *update))
+    if not found:
+        return memory, decisions, arrivals
+    rename = {}
+    for u in found:
+        src = memory.of(u.src)
+        assert src is not None
+        rename[u.dst] = src.name
+    arrays = list(memory.arrays)
+    for u in found:
+        for k, local in enumerate(arrays):
+            if local.tensor == u.dst:
+                arrays[k] = replace(local, array=replace(local.array, name=rename[u.dst]))
+    memory = Memory(tuple(arrays))
+    renamed = {name: _renamed(d, rename) for name, d in decisions.items()}
+    batches: list[Batch] = []
+    saved: dict[str, int] = {}
+    for batch in arrivals.batches:
+        made = []
+        for name, d in batch.decisions:
+            d = _renamed(d, rename)
+            if any(u.task == name for u in found):
+                (op, dst, srcs, scalar), *rest = d.more
+                was = d
+                d = replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar, more=tuple(rest),
+                            reason=d.reason + "; in place")
+                dtype = tg.model.graph.tensor(_target(tg, batch.task(name))).dtype
+                saved[batch.flow] = saved.get(batch.flow, 0) + simd_cycles(
+                    was, dtype) - simd_cycles(d, dtype)
+            made.append((name, d))
+        batches.append(replace(batch, decisions=tuple(made)))
+    # (the chosen way's prediction without the copies: what the batches now run)
+    chosen = {b.flow: b.way for b in batches}
+    candidates = tuple((flow, tuple(_less(c, saved.get(flow, 0)) if c.way == chosen.get(flow)
+                                    else c for c in cands))
+                       for flow, cands in arrivals.candidates)
+    return memory, renamed, replace(arrivals, batches=tuple(batches), candidates=candidates)
+
+
+def _target(tg: TaskGraph, task: Task) -> str:
+    assert task.statement is not None
+    return tg.model.statement(task.statement).stmt.target.tensor
+
+
+def _less(c: Candidate, cycles: int) -> Candidate:
+    """``c`` predicted ``cycles`` per batch cheaper."""
+    if not cycles or c.runs is None or c.busy is None or c.cycles is None:
+        return c
+    return replace(c, busy=c.busy - cycles * c.runs, cycles=c.cycles - cycles * c.runs,
+                   note=c.note + f" (less {cycles} per batch: updated in place)")

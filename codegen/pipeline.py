@@ -13,7 +13,7 @@ from dtg.codegen.configure import configurations_per_pe
 from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, simd_cycles, simd_setup
 from dtg.codegen.dataflow import check_data_flow
 from dtg.codegen.emit import emit
-from dtg.codegen.inplace import apply_in_place, plan_in_place
+from dtg.codegen.inplace import apply_in_place, in_place_batches, plan_in_place
 from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
 from dtg.errors import CodegenError, CompilerBug, DtgError, UnsupportedMappingError
 from dtg.lair.frontend import Program
@@ -451,6 +451,7 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 planned, decisions, memory = _plan_batches(tg, memory, decisions,
                                                            arrival=arrival,
                                                            memory_bytes=fabric.memory_bytes)
+                memory, decisions, planned = in_place_batches(tg, memory, decisions, planned)
             module, decisions, arrivals = _fit_configurations(
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)

@@ -208,6 +208,11 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
     if terms is None:
         chain = _chain(stmt.value, dst, leaf) if stmt.op == "=" else None
         return single if chain is None or len(chain) < 2 else tuple(chain)
+    if stmt.op == "=" and len(terms) == 2 and isinstance(terms[0][1], Binary) and \
+            terms[1][0] > 0 and isinstance(leaf(terms[1][1]), str):
+        # ``a * b + s`` as ``t = s; t += a * b``: the same rounding (one addition, which
+        # commutes), and an update in place can then take the copy (codegen.inplace)
+        terms = [terms[1], terms[0]]
     steps: list[OpShape] = []
 
     for k, (sign, term) in enumerate(terms):

@@ -79,3 +79,24 @@ def test_an_update_read_back_after_its_run_is_the_stored_output(tmp_path: Path) 
     assert shared.load == "S" and shared.store == "D"
     outcome = run_program(path, seed=3)
     assert outcome.comparison.verified and outcome.comparison.exact
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_a_streamed_axpy_updates_its_addend_in_place(engine: str) -> None:
+    """``z[i] = alpha * x[i] + y[i]`` with ``x`` streamed: its batches' decision is a
+    multiply-add into ``y``'s array (the addition first, the same rounding), one
+    instruction where there were a multiplication and an addition; predicted so."""
+    from conftest import ROOT
+
+    path = ROOT / "benchmarks" / "kernels" / "axpy.lair"
+    c = compile_file(path)
+    assert c.module is not None and c.arrivals is not None
+    (program,) = c.module.programs
+    assert [(cfg.op, cfg.dst.array) for cfg in program.configs] == [("fmac", "y_local")]
+    assert "z_local" not in [a.name for a in program.arrays]
+    (batch,) = c.arrivals.batches
+    (way,) = [k for _, cands in c.arrivals.candidates for k in cands if k.way == batch.way]
+    assert way.note.endswith("updated in place)")
+    outcome = run_program(path, engine=engine, seed=5)
+    assert outcome.comparison.verified and outcome.comparison.exact
+

@@ -98,3 +98,16 @@ def test_a_residual_after_the_relu_is_a_third() -> None:
 def test_two_compound_operands_need_a_temporary_and_are_not_split() -> None:
     value = Binary("max", Binary("+", Read("a"), Read("b")), Binary("-", Read("c"), Read("d")))
     assert isinstance(op_steps(_stmt("=", value), None), str)
+
+
+def test_a_product_plus_an_operand_copies_the_operand_first() -> None:
+    """``a * b + c`` as ``y = c; y += a * b`` (one rounded addition: it commutes), so an
+    update in place can take the copy; with a third term the program's order stays."""
+    steps = op_steps(_stmt("=", Binary("+", Binary("*", Read("a"), Read("b")), Read("c"))),
+                     None)
+    assert not isinstance(steps, str)
+    assert [(s.op, s.srcs) for s in steps] == [("copy", ("c",)), ("fmac", ("a", "b"))]
+    three = Binary("+", Binary("+", Binary("*", Read("a"), Read("b")), Read("c")), Read("a"))
+    steps = op_steps(_stmt("=", three), None)
+    assert not isinstance(steps, str)
+    assert [s.op for s in steps] == ["fmul", "fadd", "fadd"]
