@@ -19,6 +19,7 @@ the same single rounded addition), and the chosen way's prediction drops the cop
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,6 +62,15 @@ def apply_in_place(memory: Memory, decisions: dict[str, SimdDecision],
     copy dropped from each update's steps."""
     if not updates:
         return memory, decisions
+    memory, rename = _moved(memory, updates)
+    result = {name: _renamed(d, rename) for name, d in decisions.items()}
+    for u in updates:
+        result[u.task] = _without_copy(result[u.task], u)
+    return memory, result
+
+
+def _moved(memory: Memory, updates: Sequence[InPlace]) -> tuple[Memory, dict[str, str]]:
+    """Each update's ``D`` in ``S``'s local array, and the renaming of arrays that does it."""
     rename: dict[str, str] = {}
     arrays = list(memory.arrays)
     for u in updates:
@@ -70,14 +80,14 @@ def apply_in_place(memory: Memory, decisions: dict[str, SimdDecision],
             if local.tensor == u.dst:
                 arrays[k] = replace(local, array=replace(local.array, name=src.name))
         rename[u.dst] = src.name
-    result = {name: _renamed(d, rename) for name, d in decisions.items()}
-    for u in updates:
-        d = result[u.task]
-        (op, dst, srcs, scalar), *rest = d.more
-        result[u.task] = replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar,
-                                 more=tuple(rest),
-                                 reason=d.reason + f"; in place in {u.src}'s array")
-    return Memory(tuple(arrays)), result
+    return Memory(tuple(arrays)), rename
+
+
+def _without_copy(d: SimdDecision, u: InPlace) -> SimdDecision:
+    """``d`` without its first step, the copy of ``S`` into ``D`` that is now the identity."""
+    (op, dst, srcs, scalar), *rest = d.more
+    return replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar, more=tuple(rest),
+                   reason=d.reason + f"; in place in {u.src}'s array")
 
 
 def _update(tg: TaskGraph, memory: Memory, statement: str, d: SimdDecision | None
@@ -172,17 +182,7 @@ def in_place_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDec
                 found.append(InPlace(task.name, *update))
     if not found:
         return memory, decisions, arrivals
-    rename = {}
-    for u in found:
-        src = memory.of(u.src)
-        assert src is not None
-        rename[u.dst] = src.name
-    arrays = list(memory.arrays)
-    for u in found:
-        for k, local in enumerate(arrays):
-            if local.tensor == u.dst:
-                arrays[k] = replace(local, array=replace(local.array, name=rename[u.dst]))
-    memory = Memory(tuple(arrays))
+    memory, rename = _moved(memory, found)
     renamed = {name: _renamed(d, rename) for name, d in decisions.items()}
     batches: list[Batch] = []
     saved: dict[str, int] = {}
@@ -190,11 +190,9 @@ def in_place_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDec
         made = []
         for name, d in batch.decisions:
             d = _renamed(d, rename)
-            if any(u.task == name for u in found):
-                (op, dst, srcs, scalar), *rest = d.more
-                was = d
-                d = replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar, more=tuple(rest),
-                            reason=d.reason + "; in place")
+            done = next((u for u in found if u.task == name), None)
+            if done is not None:
+                was, d = d, _without_copy(d, done)
                 dtype = tg.model.graph.tensor(_target(tg, batch.task(name))).dtype
                 saved[batch.flow] = saved.get(batch.flow, 0) + simd_cycles(
                     was, dtype) - simd_cycles(d, dtype)

@@ -226,7 +226,10 @@ def run_network(args: argparse.Namespace) -> None:
     console.print(f"cycles: {result.cycles} (bound {whole.cycles if whole else '-'}); "
                   f"slowest layer: {slowest['layer']}; compiled in {compile_seconds:.1f} s, "
                   f"simulated in {seconds:.1f} s on the {result.report().get('engine')} engine")
-    if samples is not None:
+    if samples is not None and samples["interval"] is None:
+        console.print(f"1 sample: its outputs complete {samples['latency']} cycles after "
+                      "the start")
+    elif samples is not None:
         console.print(f"{samples['samples']} samples: the first one's outputs complete "
                       f"{samples['latency']} cycles after the start, then one every "
                       f"{samples['interval']} cycles (median)")

@@ -36,14 +36,23 @@ def test_an_onnx_model_imports_places_runs_and_matches_onnx(
     assert report["slowest_layer"] in layers and len(layers) >= 2
     assert all(row["busy"] >= row["bound"] > 0 for row in report["layers"])
     assert report["samples"]["latency"] > 0
+    said = " ".join(ran.out.split())
+    count = report["samples"]["samples"]
+    assert (f"{count} samples: the first one's outputs complete" if count > 1 else
+            "1 sample: its outputs complete") in said
     assert report["run"]["engine"] == "fast"
     assert (tmp_path / "wafer.png").stat().st_size > 0
 
 
-def test_a_plan_written_by_hand_links_the_same_network(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def _import_mlp(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """``mlp.onnx`` (a small perceptron) and its import, ``mlp.lair`` and ``mlp.npz``."""
     model, _ = mlp(np.random.default_rng(5))
     onnx.save(model, tmp_path / "mlp.onnx")
     assert cli(dtg_main, "import", tmp_path / "mlp.onnx", "-o", tmp_path).status == 0
+
+
+def test_a_plan_written_by_hand_links_the_same_network(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    _import_mlp(tmp_path, cli)
     plan = tmp_path / "mlp.net"
     plan.write_text("# layers with a gap of free PEs between them\n"
                     "wafer PE[12, 12]\nstream x\n"
@@ -57,9 +66,7 @@ def test_a_plan_written_by_hand_links_the_same_network(tmp_path: Path, cli) -> N
 
 
 def test_bad_plans_and_missing_files_are_errors_with_a_place(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    model, _ = mlp(np.random.default_rng(5))
-    onnx.save(model, tmp_path / "mlp.onnx")
-    assert cli(dtg_main, "import", tmp_path / "mlp.onnx", "-o", tmp_path).status == 0
+    _import_mlp(tmp_path, cli)
     plan = tmp_path / "bad.net"
     plan.write_text("wafer PE[8, 8]\nstream x\n"
                     "layer first: fc1, relu1 at PE[0:8, 0:4] in west out south\n"
@@ -98,9 +105,7 @@ def test_the_python_api_places_links_and_runs_a_network() -> None:
 @pytest.fixture
 def placed(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
     """An MLP imported and placed in ``tmp_path``: mlp.lair, .npz, .net, .map, .onnx."""
-    model, _ = mlp(np.random.default_rng(5))
-    onnx.save(model, tmp_path / "mlp.onnx")
-    assert cli(dtg_main, "import", tmp_path / "mlp.onnx", "-o", tmp_path).status == 0
+    _import_mlp(tmp_path, cli)
     assert cli(dtg_main, "place", tmp_path / "mlp.lair", "--wafer", "PE[12, 12]").status == 0
     return tmp_path
 
