@@ -17,6 +17,8 @@ DTYPES = ("float16", "float32")
 PORTS = ("N", "S", "E", "W", "RAMP")
 MAX_SIMD_DIMS = 4
 COUNT = "count"  # a batched task's number of wavelets in its batch
+SLOT = "slot"  # a batched task's first element of its batch's part of the landing array
+MAX_RING = 8  # landing slots of a batched task
 MAX_SIMD_SIZE = 65535
 MAX_SIMD_CONFIGS = 8
 COLORS = 24
@@ -326,7 +328,13 @@ class Task:
     With ``groups`` G, a batch is G whole groups of the stream (its G-th end mark closes
     it; its end marks trigger no control task): the k-th wavelet of its j-th group (on a
     sparse color, the one carrying index k) lands at ``land[j * batch + k]``, so a
-    multi-dimensional stream's groups are one SIMD operand instead of one task each."""
+    multi-dimensional stream's groups are one SIMD operand instead of one task each.
+
+    With ``ring`` N > 1, the landing array holds N batches, batch b landing at
+    ``slot = (b mod N) * S`` (``S`` = ``batch`` times ``groups``): the next batches land
+    while the core runs the task of an earlier one, as a CSL fabric-input DSD fills a
+    second buffer, and only batch b + N waits for batch b's task to end. ``once`` then
+    allows N batches, each in its own slot, none cleared."""
 
     name: str
     kind: TaskKind
@@ -337,6 +345,13 @@ class Task:
     land: str | None = None
     once: bool = False
     groups: int | None = None
+    ring: int = 1
+
+    @property
+    def slot_size(self) -> int:
+        """Elements of the landing array one batch takes."""
+        assert self.batch is not None
+        return self.batch * (self.groups or 1)
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,7 @@ class _Kind:
     kind: TaskKind
     color: int | None = None
     sparse: bool = False
-    batch: tuple[int, str, int | None, bool] | None = None
+    batch: tuple[int, str, int | None, int, bool] | None = None
 
 
 @v_args(meta=True)
@@ -474,10 +474,10 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def task(self, meta: Any, children: list[Any]) -> tuple[Task, SourceLoc]:
         name, kind, *body = children
-        batch, land, groups, once = kind.batch if kind.batch is not None else (
-            None, None, None, False)
+        batch, land, groups, ring, once = kind.batch if kind.batch is not None else (
+            None, None, None, 1, False)
         return Task(str(name), kind.kind, tuple(body), kind.color, kind.sparse, batch, land,
-                    once, groups), self._tok(name)
+                    once, groups, ring), self._tok(name)
 
     def main_kind(self, meta: Any, children: list[Any]) -> _Kind:
         return _Kind("main")
@@ -494,10 +494,16 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     def sparse(self, meta: Any, children: list[Any]) -> bool:
         return True
 
-    def batch(self, meta: Any, children: list[Any]) -> tuple[int, str, int | None, bool]:
-        return self._int(children[0]), str(children[1]), children[2], children[3] is not None
+    def batch(self, meta: Any, children: list[Any]
+              ) -> tuple[int, str, int | None, int, bool]:
+        ring = 1 if children[3] is None else children[3]
+        return (self._int(children[0]), str(children[1]), children[2], ring,
+                children[4] is not None)
 
     def groups(self, meta: Any, children: list[Any]) -> int:
+        return self._int(children[0])
+
+    def ring(self, meta: Any, children: list[Any]) -> int:
         return self._int(children[0])
 
     def once(self, meta: Any, children: list[Any]) -> bool:

@@ -215,7 +215,7 @@ def task(t: Task, indent: str = "  ") -> list[str]:
         if t.batch is not None:
             head += f" batch {t.batch} land {t.land}" + (
                 f" groups {t.groups}" if t.groups is not None else "") + (
-                " once" if t.once else "")
+                f" ring {t.ring}" if t.ring != 1 else "") + (" once" if t.once else "")
     return [f"{indent}task {t.name}{head} {{", *_block(t.body, indent + "  "), f"{indent}}}"]
 
 

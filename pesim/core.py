@@ -25,16 +25,31 @@ from dtg.pesim.verify import pe_name
 NO_COLORS: frozenset[int] = frozenset()
 
 
+def once_twice(task: str, ring: int, windows: bool, color: int, index: int | None) -> str:
+    """The error of a 'once' batch opening more batches than its ring has slots (both
+    engines)."""
+    what = "window" if windows else "batch"
+    at = f" (index {index})" if index is not None else ""
+    if ring == 1:
+        return (f"sparse batched task {task} is declared 'once', but a second {what} "
+                f"opens on color {color}{at}")
+    return (f"sparse batched task {task} is declared 'once' with a ring of {ring}, but "
+            f"{what} {ring + 1} opens on color {color}{at}")
+    return (f"sparse batched task {task.name} is declared 'once' with a ring of "
+            f"{task.ring}, but {what} {task.ring + 1} opens on color {color}{at}")
+
+
 class Core:
     """A PE's core: its state, its statistics and its simpy process."""
 
-    __slots__ = ("arrays", "arrival", "base", "busy", "clock", "closed", "code", "config",
+    __slots__ = ("arrays", "arrival", "base", "busy", "clock", "closed_batches", "code", "config",
                  "configured", "end", "end_waiting", "env", "fabric", "fifo", "fifo_waiters",
-                 "fill", "flat", "flops", "idle", "limit", "marks", "pe", "per_task", "pos",
+                 "fill", "flat", "flops", "idle", "limit", "marks", "opened", "pe", "pending",
+                 "per_task", "pos",
                  "scalar", "sent",
                  "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
                  "start", "task", "tasks_run", "timer", "trace", "triggers", "value",
-                 "wait", "waiting", "waiting_since", "windows_opened")
+                 "wait", "waiting", "waiting_since")
 
     def __init__(self, fabric: Fabric, pe: Pe, code: ProgramCode, env: dict[str, int],
                  arrays: dict[str, np.ndarray]):
@@ -53,19 +68,20 @@ class Core:
         self.fifo_waiters: defaultdict[int, list[Any]] = defaultdict(list)
         self.arrival: dict[int, Wake] = {}
         self.triggers: list[tuple[int, int, str, int | None]] = []
-        # batched colors: wavelets landed so far, colors whose batch awaits its task,
-        # colors whose end mark awaits its control task
+        # batched colors: wavelets landed in the open batch so far
         self.fill: defaultdict[int, int] = defaultdict(int)
         self.base: dict[int, int] = {}  # sparse batches: the first index of the window
         # batches of whole groups: end marks landed in the open batch, position in its group
         self.marks: dict[int, int] = {}
         self.pos: dict[int, int] = {}
-        # (made only where a program has batches: most PEs need none of these)
-        batches = bool(code.batched)
-        self.closed: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
-        # colors of 'once' batches that had a window
-        self.windows_opened: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
-        self.end_waiting: set[int] = set() if batches else NO_COLORS  # type: ignore[assignment]
+        # closed batches whose task has not ended (count, index, slot), oldest first;
+        # batches closed so far; batches opened so far ('once')
+        self.pending: defaultdict[int, deque[tuple[int, int, int]]] = defaultdict(deque)
+        self.closed_batches: defaultdict[int, int] = defaultdict(int)
+        self.opened: defaultdict[int, int] = defaultdict(int)
+        # colors whose end mark awaits its control task (made only where a program has
+        # batches: most PEs need none)
+        self.end_waiting: set[int] = set() if code.batched else NO_COLORS  # type: ignore[assignment]
         self.seq = 0
         self.idle: Wake | None = None
         self.clock = 0
@@ -157,21 +173,19 @@ class Core:
             began = self.clock
             if task.batch is not None:
                 assert color is not None
+                count, index, slot = self.pending[color][0]
+                self.env["count"] = count
+                self.env["slot"] = slot
                 if task.sparse:
                     if task.groups is None:
-                        self.env["index"] = self.base[color]
-                        self.env["count"] = task.batch
-                    else:
-                        self.env["count"] = self.fill[color]
+                        self.env["index"] = index
                     if not task.once:  # the core clears the landing array for the next window
                         assert task.land is not None
                         land = self.code.arrays[task.land]
                         width = self.config.simd_width(land.dtype, "fill")
-                        slots = task.batch * (task.groups or 1)
+                        slots = task.slot_size
                         self.clock += self.config.simd_startup + -(-slots // width)
                         self.busy += self.config.simd_startup + -(-slots // width)
-                else:
-                    self.env["count"] = self.fill[color]
             elif task.kind == "data":
                 assert color is not None
                 w = self.take(color, mark=False)
@@ -211,10 +225,7 @@ class Core:
             self.end = int(sim._now)
             if task.batch is not None:
                 assert color is not None
-                self.fill[color] = 0
-                self.base.pop(color, None)
-                self.marks.pop(color, None)
-                self.closed.discard(color)
+                self.pending[color].popleft()
                 self.pump(color, self.now())
 
     def execute(self, task: Task) -> Gen:
@@ -263,22 +274,25 @@ class Core:
             ev.succeed()
 
     def pump(self, color: int, now: int) -> None:
-        """Land the queued wavelets of a batched color in its array, in order, until the
-        batch is full or an end mark ends it; then trigger its task (the end mark's control
-        task once that batch is done)."""
-        if color in self.closed:
-            return
+        """Land the queued wavelets of a batched color in its array, in order, while a
+        slot of its ring is free; a batch is closed when full, or when an end mark or (on
+        a sparse color) a wavelet beyond its window follows it, and triggers its task
+        (an end mark's control task runs after the batch it closes)."""
         task = self.code.batched[color]
         assert task.batch is not None and task.land is not None
+        pending = self.pending[color]
+        if len(pending) >= task.ring:
+            return
         fifo, land = self.fifo[color], self.flat[task.land]
         if task.groups is not None:
             self.pump_groups(task, color, now, fifo, land)
             return
-        while fifo:
+        while fifo and len(pending) < task.ring:
             w = fifo[0]
             if w is END:
                 if self.fill[color]:
-                    break
+                    self.close(task, color, now)
+                    continue
                 if color in self.end_waiting:
                     return
                 control = self.code.control.get(color)
@@ -287,50 +301,70 @@ class Core:
                     self.push_trigger(now, control.name, color)
                     return
             elif task.sparse and not self.window(task, color, w, land):
-                break  # beyond the window: it waits for the next one
+                self.close(task, color, now)  # beyond the window: it waits for the next one
+                continue
             fifo.popleft()
             if self.fifo_waiters[color]:
                 self.fabric.release(self.fifo_waiters[color])
             if w is END:
                 continue
-            slot = w[1] - self.base[color] if task.sparse else self.fill[color]  # type: ignore[operator]
-            land[slot] = w[0]
+            at = w[1] - self.base[color] if task.sparse else self.fill[color]  # type: ignore[operator]
+            land[self.open_slot(task, color) + at] = w[0]
             self.fill[color] += 1
             if not task.sparse and self.fill[color] == task.batch:
-                break
-        full = not task.sparse and self.fill[color] == task.batch
-        if self.fill[color] and (full or (fifo and (fifo[0] is END or task.sparse))):
-            self.closed.add(color)
-            self.push_trigger(now, task.name, color)
+                self.close(task, color, now)
+
+    def open_slot(self, task: Task, color: int) -> int:
+        """Where the open batch lands in its color's landing array."""
+        return self.closed_batches[color] % task.ring * task.slot_size
+
+    def close(self, task: Task, color: int, now: int) -> None:
+        """Close the open batch of ``color`` and trigger its task."""
+        assert task.batch is not None
+        count = task.batch if task.sparse and task.groups is None else self.fill[color]
+        self.pending[color].append((count, self.base.pop(color, 0),
+                                    self.open_slot(task, color)))
+        self.closed_batches[color] += 1
+        self.fill[color] = 0
+        self.marks.pop(color, None)
+        self.push_trigger(now, task.name, color)
+
+    def open_batch(self, task: Task, color: int, land: np.ndarray, index: int | None) -> None:
+        """Open a batch: a sparse batch's slot is cleared, or (``once``) checked to be
+        opened for the first time."""
+        if not task.sparse:
+            return
+        if task.once:
+            if self.opened[color] >= task.ring:
+                raise self.error(once_twice(task.name, task.ring, task.groups is None, color,
+                                                 index))
+            self.opened[color] += 1
+            return
+        at = self.open_slot(task, color)
+        land[at:at + task.slot_size] = 0
 
     def pump_groups(self, task: Task, color: int, now: int, fifo: deque[Wavelet],
                     land: np.ndarray) -> None:
-        """Land a batch of whole groups: the k-th wavelet (sparse: the one with index k)
-        of the batch's j-th group at ``land[j * batch + k]``; its G-th end mark closes it."""
+        """Land batches of whole groups: the k-th wavelet (sparse: the one with index k)
+        of the batch's j-th group at ``land[slot + j * batch + k]``; its G-th end mark
+        closes it."""
         assert task.batch is not None and task.groups is not None
         size = task.batch
-        while fifo:
+        pending = self.pending[color]
+        while fifo and len(pending) < task.ring:
             w = fifo.popleft()
             if self.fifo_waiters[color]:
                 self.fabric.release(self.fifo_waiters[color])
             marks = self.marks.get(color)
             if marks is None:  # the first wavelet or mark of a batch opens it
-                if task.sparse and task.once:
-                    if color in self.windows_opened:
-                        raise self.error(f"sparse batched task {task.name} is declared "
-                                         f"'once', but a second batch opens on color {color}")
-                    self.windows_opened.add(color)
-                elif task.sparse:
-                    land[:size * task.groups] = 0
+                self.open_batch(task, color, land, None)
                 marks = self.marks[color] = 0
                 self.pos[color] = 0
             if w is END:
                 self.marks[color] = marks + 1
                 self.pos[color] = 0
                 if marks + 1 == task.groups:
-                    self.closed.add(color)
-                    self.push_trigger(now, task.name, color)
-                    return
+                    self.close(task, color, now)
                 continue
             if task.sparse:
                 k = w[1]
@@ -344,7 +378,7 @@ class Core:
                 raise self.error(f"batched task {task.name} takes groups of up to {size} "
                                  f"wavelets (indices 0..{size - 1}), but {what} arrived on "
                                  f"color {color}")
-            land[marks * size + k] = w[0]
+            land[self.open_slot(task, color) + marks * size + k] = w[0]
             self.pos[color] += 1
             self.fill[color] += 1
 
@@ -358,14 +392,7 @@ class Core:
                              f"index on color {color}")
         base = self.base.get(color)
         if base is None:
-            if task.once:
-                if color in self.windows_opened:
-                    raise self.error(f"sparse batched task {task.name} is declared 'once', "
-                                     f"but a second window opens on color {color} (index "
-                                     f"{index})")
-                self.windows_opened.add(color)
-            else:
-                land[:task.batch] = 0
+            self.open_batch(task, color, land, index)
             self.base[color] = task.batch * (index // task.batch)
             return True
         if index < base:

@@ -22,6 +22,7 @@ from dtg.mapping.poly import points
 from dtg.pe.fabric import FabricConfig
 from dtg.pe.ir import (
     DTYPES,
+    MAX_RING,
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
     PORTS,
@@ -67,7 +68,7 @@ from dtg.pesim.isltext import (
 from dtg.pesim.vector import cvalues
 
 PE_PARAMS = ("PE_X", "PE_Y")
-RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar", "count"}
+RESERVED = {"PE_X", "PE_Y", "index", "value", "scalar", "count", "slot"}
 SRC_COUNT = {"fmac": 2, "fmul": 2, "fadd": 2, "fsub": 2, "fmax": 2, "copy": 1}
 
 
@@ -282,7 +283,7 @@ class _Verifier:
             if t.kind == "data" and t.sparse and t.groups is None:
                 scope.add("index")  # (a batch of whole groups has no first index)
             if t.batch is not None:
-                scope.add("count")
+                scope.update(("count", "slot"))
             self.block(p, t, t.body, (), scope, data_colors, configs)
 
     def declare(self, names: dict[str, str], name: str, kind: str, key: tuple[str, ...],
@@ -429,11 +430,15 @@ class _Verifier:
         if t.groups is not None and t.groups < 1:
             raise self.fail(f"task {t.name}: a batch holds at least 1 group, not {t.groups}",
                             *key)
-        slots = t.batch * (t.groups or 1)
+        if not 1 <= t.ring <= MAX_RING:
+            raise self.fail(f"task {t.name}: a landing ring holds 1 to {MAX_RING} batches, "
+                            f"not {t.ring}", *key)
+        slots = t.slot_size * t.ring
         if prod(land.shape) < slots:
             what = f"{t.groups} groups of up to {t.batch}" if t.groups is not None else \
                 f"{t.batch}"
-            raise self.fail(f"task {t.name} lands batches of {what} wavelets in "
+            ring = f", {t.ring} at a time," if t.ring > 1 else ""
+            raise self.fail(f"task {t.name} lands batches of {what} wavelets{ring} in "
                             f"'{land.name}', which holds "
                             f"{counted(prod(land.shape), 'element')}", *key)
         control = next((c for c in p.tasks if c.kind == "control" and c.color == t.color),

@@ -22,6 +22,7 @@ from dtg.lair.limits import MAX_SECONDS
 from dtg.pe.fabric import FabricConfig
 from dtg.pe.ir import PeModule, cut_dimension
 from dtg.pesim.code import END, CycleLimitError
+from dtg.pesim.core import once_twice
 from dtg.pesim.fast import errors as E
 from dtg.pesim.fast.build import NotInArrays, build, unsupported
 from dtg.pesim.fast.kernel import DONE, PAST_LIMIT, run_slice
@@ -406,9 +407,6 @@ def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> Simulatio
     if code in (E.E_DATA_NO_INDEX, E.E_SPARSE_NO_INDEX):
         return core.error(f"sparse data task {task} received a wavelet without an index on "
                           f"color {color}")
-    if code == E.E_ONCE_TWICE and int(err[4]) < 0:
-        return core.error(f"sparse batched task {task} is declared 'once', but a second batch "
-                          f"opens on color {color}")
     if code == E.E_GROUP_SLOT:
         size = int(tables.tasks[int(err[2]), 4])
         k = int(err[4])
@@ -416,8 +414,10 @@ def _error(state: State, tables: Tables, layout: Layout, run: _Run) -> Simulatio
         return core.error(f"batched task {task} takes groups of up to {size} wavelets (indices "
                           f"0..{size - 1}), but {what} arrived on color {color}")
     if code == E.E_ONCE_TWICE:
-        return core.error(f"sparse batched task {task} is declared 'once', but a second window "
-                          f"opens on color {color} (index {int(err[4])})")
+        row = tables.tasks[int(err[2])]
+        windows = not int(row[9])
+        return core.error(once_twice(task, int(row[10]), windows, color,
+                                     int(err[4]) if windows else None))
     if code == E.E_SPARSE_ORDER:
         return core.error(f"sparse data task {task}: index {int(err[4])} arrived after a larger "
                           f"one in the same group on color {color}")

@@ -62,7 +62,7 @@ from dtg.pesim.fast.layout import (
     Q_ARRIVAL,
     Q_BASE,
     Q_BATCHED,
-    Q_CLOSED,
+    Q_CLOSED_TOTAL,
     Q_COLOR,
     Q_CONTROL,
     Q_CORE,
@@ -72,8 +72,11 @@ from dtg.pesim.fast.layout import (
     Q_HAS_BASE,
     Q_LEN,
     Q_OPENED,
+    Q_PENDING,
     Q_POS,
+    Q_RING_AT,
     Q_WAITERS,
+    RING_RECORD,
     SEQ,
     SIGNAL_FIRED,
     SIGNAL_PENDING,
@@ -425,26 +428,28 @@ def store_element(s: State, p: Program, c: int, array_row: int, slot: int, flat:
 @internal
 def pump(s: State, p: Program, q: int, now: int) -> None:
     """``Core.pump``: land a batched color's queued wavelets in its array, in order,
-    until the batch is full or an end mark ends it; then trigger its task."""
-    if s.queue[q, Q_CLOSED]:
+    while a slot of its ring is free; close a batch when full, or when an end mark or
+    (sparse) a wavelet beyond its window follows it, and trigger its task."""
+    task = s.queue[q, Q_DATA]
+    ring = p.tasks[task, 10]
+    if s.queue[q, Q_PENDING] >= ring:
         return
     c = s.queue[q, Q_CORE]
-    task = s.queue[q, Q_DATA]
     sparse, batch, land = p.tasks[task, 3], p.tasks[task, 4], p.tasks[task, 5]
     array_row = p.programs[s.core[c, PROGRAM], 2] + land
     land_slot = s.core[c, ARRAYS] + land
-    size = p.arrays[array_row, 1]
     base = q * s.settings[F_BUFFER]
     color = s.queue[q, Q_COLOR]
     if p.tasks[task, 9]:
         _pump_groups(s, p, q, c, task, land_slot, array_row, now)
         return
-    while s.queue[q, Q_LEN]:
+    while s.queue[q, Q_LEN] and s.queue[q, Q_PENDING] < ring:
         end = s.fifo_end[base]
         value, index = s.fifo_value[base], s.fifo_index[base]
         if end:
             if s.queue[q, Q_FILL]:
-                break
+                _close(s, p, q, c, task, now)
+                continue
             if s.queue[q, Q_END_WAITING]:
                 return
             control = s.queue[q, Q_CONTROL]
@@ -453,56 +458,84 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
                 push_trigger(s, c, now, control, color)
                 return
         elif sparse and not _window(s, p, c, q, task, index, land_slot, array_row):
-            break  # beyond the window: it waits for the next one
+            _close(s, p, q, c, task, now)  # beyond the window: it waits for the next one
+            continue
         _fifo_remove(s, q, 0)
         if s.queue[q, Q_WAITERS]:
             release_queue(s, q)
         if end:
             continue
-        slot = index - s.queue[q, Q_BASE] if sparse else s.queue[q, Q_FILL]
-        if not 0 <= slot < size:
+        at = index - s.queue[q, Q_BASE] if sparse else s.queue[q, Q_FILL]
+        if not 0 <= at < batch:
             s.error[0] = E_INTERNAL
             s.error[1] = 6
             raise FastError()
-        store_element(s, p, c, array_row, land_slot, slot, value)
+        store_element(s, p, c, array_row, land_slot, _open_slot(s, p, q, task) + at, value)
         s.queue[q, Q_FILL] += 1
         if not sparse and s.queue[q, Q_FILL] == batch:
-            break
-    fill = s.queue[q, Q_FILL]
-    full = not sparse and fill == batch
-    n = s.queue[q, Q_LEN]
-    if fill and (full or (n and (s.fifo_end[base] or sparse))):
-        s.queue[q, Q_CLOSED] = 1
-        push_trigger(s, c, now, task, color)
+            _close(s, p, q, c, task, now)
+
+
+@internal
+def _open_slot(s: State, p: Program, q: int, task: int) -> int:
+    """``Core.open_slot``: where the open batch lands in the landing array."""
+    return s.queue[q, Q_CLOSED_TOTAL] % p.tasks[task, 10] * p.tasks[task, 4] * max(
+        1, p.tasks[task, 9])
+
+
+@internal
+def _close(s: State, p: Program, q: int, c: int, task: int, now: int) -> None:
+    """``Core.close``: record the open batch (count, first index) in its ring slot and
+    trigger its task."""
+    rec = s.queue[q, Q_RING_AT] + RING_RECORD * (s.queue[q, Q_CLOSED_TOTAL] % p.tasks[task, 10])
+    windows = p.tasks[task, 3] and not p.tasks[task, 9]
+    s.ring_rec[rec] = p.tasks[task, 4] if windows else s.queue[q, Q_FILL]
+    s.ring_rec[rec + 1] = s.queue[q, Q_BASE] if windows else 0
+    s.queue[q, Q_CLOSED_TOTAL] += 1
+    s.queue[q, Q_PENDING] += 1
+    s.queue[q, Q_FILL] = 0
+    s.queue[q, Q_HAS_BASE] = 0
+    push_trigger(s, c, now, task, s.queue[q, Q_COLOR])
+
+
+@internal
+def _open_batch(s: State, p: Program, q: int, c: int, task: int, land_slot: int,
+                array_row: int, index: int) -> None:
+    """``Core.open_batch``: clear a sparse batch's slot, or check that a 'once' batch's
+    slot opens for the first time (``index``: the window's first wavelet's, or -1)."""
+    if not p.tasks[task, 3]:
+        return
+    if p.tasks[task, 6]:  # once
+        if s.queue[q, Q_OPENED] >= p.tasks[task, 10]:
+            s.error[0] = E_ONCE_TWICE
+            s.error[1] = c
+            s.error[2] = task
+            s.error[3] = s.queue[q, Q_COLOR]
+            s.error[4] = index
+            raise FastError()
+        s.queue[q, Q_OPENED] += 1
+        return
+    at = _open_slot(s, p, q, task)
+    for k in range(p.tasks[task, 4] * max(1, p.tasks[task, 9])):
+        store_element(s, p, c, array_row, land_slot, at + k, 0.0)
 
 
 @internal
 def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int,
                  array_row: int, now: int) -> None:
     """``Core.pump_groups``: the k-th wavelet (sparse: index k) of the batch's j-th group
-    at ``land[j * batch + k]``; the batch's G-th end mark closes it."""
+    at ``land[slot + j * batch + k]``; the batch's G-th end mark closes it."""
     sparse, size, groups = p.tasks[task, 3], p.tasks[task, 4], p.tasks[task, 9]
+    ring = p.tasks[task, 10]
     base = q * s.settings[F_BUFFER]
-    color = s.queue[q, Q_COLOR]
-    while s.queue[q, Q_LEN]:
+    while s.queue[q, Q_LEN] and s.queue[q, Q_PENDING] < ring:
         end = s.fifo_end[base]
         value, index = s.fifo_value[base], s.fifo_index[base]
         _fifo_remove(s, q, 0)
         if s.queue[q, Q_WAITERS]:
             release_queue(s, q)
         if not s.queue[q, Q_HAS_BASE]:  # the first wavelet or mark of a batch opens it
-            if sparse and p.tasks[task, 6]:  # once
-                if s.queue[q, Q_OPENED]:
-                    s.error[0] = E_ONCE_TWICE
-                    s.error[1] = c
-                    s.error[2] = task
-                    s.error[3] = color
-                    s.error[4] = -1
-                    raise FastError()
-                s.queue[q, Q_OPENED] = 1
-            elif sparse:
-                for k in range(size * groups):
-                    store_element(s, p, c, array_row, land_slot, k, 0.0)
+            _open_batch(s, p, q, c, task, land_slot, array_row, -1)
             s.queue[q, Q_HAS_BASE] = 1
             s.queue[q, Q_BASE] = 0
             s.queue[q, Q_POS] = 0
@@ -510,16 +543,14 @@ def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int
             s.queue[q, Q_BASE] += 1
             s.queue[q, Q_POS] = 0
             if s.queue[q, Q_BASE] == groups:
-                s.queue[q, Q_CLOSED] = 1
-                push_trigger(s, c, now, task, color)
-                return
+                _close(s, p, q, c, task, now)
             continue
         if sparse:
             if index == NO_INDEX:
                 s.error[0] = E_SPARSE_NO_INDEX
                 s.error[1] = c
                 s.error[2] = task
-                s.error[3] = color
+                s.error[3] = s.queue[q, Q_COLOR]
                 raise FastError()
             k = index
         else:
@@ -528,10 +559,11 @@ def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int
             s.error[0] = E_GROUP_SLOT
             s.error[1] = c
             s.error[2] = task
-            s.error[3] = color
+            s.error[3] = s.queue[q, Q_COLOR]
             s.error[4] = k
             raise FastError()
-        store_element(s, p, c, array_row, land_slot, s.queue[q, Q_BASE] * size + k, value)
+        store_element(s, p, c, array_row, land_slot,
+                      _open_slot(s, p, q, task) + s.queue[q, Q_BASE] * size + k, value)
         s.queue[q, Q_POS] += 1
         s.queue[q, Q_FILL] += 1
 
@@ -549,18 +581,7 @@ def _window(s: State, p: Program, c: int, q: int, task: int, index: int, land_sl
         s.error[3] = s.queue[q, Q_COLOR]
         raise FastError()
     if not s.queue[q, Q_HAS_BASE]:
-        if p.tasks[task, 6]:  # once
-            if s.queue[q, Q_OPENED]:
-                s.error[0] = E_ONCE_TWICE
-                s.error[1] = c
-                s.error[2] = task
-                s.error[3] = s.queue[q, Q_COLOR]
-                s.error[4] = index
-                raise FastError()
-            s.queue[q, Q_OPENED] = 1
-        else:
-            for k in range(batch):
-                store_element(s, p, c, array_row, land_slot, k, 0.0)
+        _open_batch(s, p, q, c, task, land_slot, array_row, index)
         s.queue[q, Q_BASE] = batch * (index // batch)
         s.queue[q, Q_HAS_BASE] = 1
         return True

@@ -54,15 +54,15 @@ from dtg.pesim.fast.layout import (
     PROFILE,
     PROFILED,
     PROGRAM,
-    Q_BASE,
     Q_BATCHED,
-    Q_CLOSED,
+    Q_CLOSED_TOTAL,
     Q_END_WAITING,
-    Q_FILL,
-    Q_HAS_BASE,
+    Q_PENDING,
+    Q_RING_AT,
     QUEUES,
     R_MAIN,
     R_TASK,
+    RING_RECORD,
     SETUP,
     SIGNAL_PENDING,
     START,
@@ -101,6 +101,7 @@ from dtg.pesim.fast.lower import (
     SETI,
     SLOT_COUNT,
     SLOT_INDEX,
+    SLOT_SLOT,
     STORE,
     SYNC_END,
     TASK_END,
@@ -278,17 +279,18 @@ def _dispatch(p: Program, s: State, c: int, env: int) -> bool:
     kind, sparse, batch = p.tasks[task, 1], p.tasks[task, 3], p.tasks[task, 4]
     q = s.core[c, QUEUES] + p.tasks[task, 7]
     if batch:
+        # the oldest closed batch: its ring slot and record
+        ring = p.tasks[task, 10]
+        k = (s.queue[q, Q_CLOSED_TOTAL] - s.queue[q, Q_PENDING]) % ring
+        rec = s.queue[q, Q_RING_AT] + RING_RECORD * k
+        s.env[env + SLOT_COUNT] = s.ring_rec[rec]
+        s.env[env + SLOT_SLOT] = k * batch * max(1, p.tasks[task, 9])
         if sparse:
-            if p.tasks[task, 9]:  # (whole groups: no first index)
-                s.env[env + SLOT_COUNT] = s.queue[q, Q_FILL]
-            else:
-                s.env[env + SLOT_INDEX] = s.queue[q, Q_BASE]
-                s.env[env + SLOT_COUNT] = batch
+            if not p.tasks[task, 9]:  # (whole groups: no first index)
+                s.env[env + SLOT_INDEX] = s.ring_rec[rec + 1]
             clear = p.tasks[task, 8]
             s.core[c, CLOCK] += clear
             s.core[c, BUSY] += clear
-        else:
-            s.env[env + SLOT_COUNT] = s.queue[q, Q_FILL]
     elif kind == DATA:
         value, index = take(s, q, 0)
         s.value[c] = value
@@ -334,9 +336,7 @@ def _task_end(p: Program, s: State, c: int) -> bool:
     s.core[c, END] = now
     if p.tasks[task, 4]:
         q = s.core[c, QUEUES] + p.tasks[task, 7]
-        s.queue[q, Q_FILL] = 0
-        s.queue[q, Q_HAS_BASE] = 0
-        s.queue[q, Q_CLOSED] = 0
+        s.queue[q, Q_PENDING] -= 1
         pump(s, p, q, now)
     s.core[c, PC] = p.programs[s.core[c, PROGRAM], 4]
     return False

@@ -41,10 +41,14 @@ SIGNAL_PENDING, SIGNAL_FIRED = 1, 2
 
 # ---------------------------------------------------------- core queue fields
 # (batches of whole groups: Q_BASE counts the open batch's end marks, Q_HAS_BASE says a
-# batch is open, Q_POS is the position in the current group)
-(Q_CORE, Q_COLOR, Q_LEN, Q_WAITERS, Q_ARRIVAL, Q_FILL, Q_BASE, Q_HAS_BASE, Q_CLOSED,
- Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED, Q_POS) = range(15)
-QUEUE_FIELDS = 15
+# batch is open, Q_POS is the position in the current group; Q_PENDING counts the closed
+# batches whose task has not ended, Q_CLOSED_TOTAL those closed so far, Q_OPENED those
+# opened ('once'); Q_RING_AT is the queue's first record in ``ring_rec``)
+(Q_CORE, Q_COLOR, Q_LEN, Q_WAITERS, Q_ARRIVAL, Q_FILL, Q_BASE, Q_HAS_BASE, Q_PENDING,
+ Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED, Q_POS, Q_CLOSED_TOTAL,
+ Q_RING_AT) = range(17)
+QUEUE_FIELDS = 17
+RING_RECORD = 2  # a closed batch's record in ``ring_rec``: its count, its first index
 
 # ------------------------------------------------------------- buffer fields
 # (what a forward reads first; a row is two cache lines)
@@ -140,6 +144,7 @@ class State(NamedTuple):
     fifo_index: np.ndarray  # int64
     fifo_end: np.ndarray  # int8
     queue_waiters: np.ndarray  # int64 [queues * MAX_WAITERS]: buffers
+    ring_rec: np.ndarray  # int64 pool: per batched queue and ring slot, RING_RECORD fields
     buffer: np.ndarray  # int64 [buffers, BUFFER_FIELDS]
     q_ready: np.ndarray  # int64 pool: router buffers' rings and sources' streams
     q_value: np.ndarray  # float64

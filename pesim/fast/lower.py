@@ -110,8 +110,8 @@ K_ARRAY, K_SCALAR, K_IN, K_OUT, K_NONE = range(5)
 _OPERAND = {"array": K_ARRAY, "scalar": K_SCALAR, "in": K_IN, "out": K_OUT}
 
 # the fixed slots of every program's integer variables
-SLOT_PE_X, SLOT_PE_Y, SLOT_INDEX, SLOT_COUNT = range(4)
-FIXED_SLOTS = ("PE_X", "PE_Y", "index", "count")
+SLOT_PE_X, SLOT_PE_Y, SLOT_INDEX, SLOT_COUNT, SLOT_SLOT = range(5)
+FIXED_SLOTS = ("PE_X", "PE_Y", "index", "count", "slot")
 
 MAX_RANK = 8  # of local arrays (addresses have this many index columns)
 NO = -1
@@ -150,7 +150,7 @@ class Tables:
     addresses: np.ndarray
     # per task (all programs): entry pc, kind, color, sparse, batch (0: none), landing
     # array slot, once, color's queue slot, cost of clearing a sparse batch's window,
-    # groups per batch (0: a batch within a group)
+    # groups per batch (0: a batch within a group), batches in the landing ring
     tasks: np.ndarray
     # per array (all programs): dtype code, size, rank, shape...
     arrays: np.ndarray
@@ -407,7 +407,8 @@ class _Program:
                 entries.get(t.name, NO), _KIND[t.kind], t.color if t.color is not None else NO,
                 int(t.sparse), t.batch or 0,
                 self.array_slot[t.land] if t.land is not None else NO, int(t.once),
-                queue_slot[t.color] if t.color is not None else NO, clear, t.groups or 0])
+                queue_slot[t.color] if t.color is not None else NO, clear, t.groups or 0,
+                t.ring])
         array_base = len(self.m.arrays)
         for a in p.arrays:
             if len(a.shape) > MAX_RANK:
@@ -651,7 +652,7 @@ def lower_module(module: PeModule, config: FabricConfig) -> Tables:
         code=table(m.code, 6), ints=table(m.ints, 2), int_at=table(m.int_at, 2),
         floats=table(m.floats, 2), float_at=table(m.float_at, 2),
         consts=np.array(m.consts, dtype=np.float64), addresses=table(m.addresses, 2 + MAX_RANK),
-        tasks=table(m.tasks, 10), arrays=table(m.arrays, 3 + MAX_RANK),
+        tasks=table(m.tasks, 11), arrays=table(m.arrays, 3 + MAX_RANK),
         programs=table(m.programs, 8), queues=table(m.queues, 4), configs=table(m.configs, 21),
         variants=table(m.variants, 13), offsets=offsets.astype(np.int64),
         bases=table(m.bases, 4), info=tuple(info))

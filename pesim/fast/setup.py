@@ -62,9 +62,11 @@ from dtg.pesim.fast.layout import (
     Q_CONTROL,
     Q_CORE,
     Q_DATA,
+    Q_RING_AT,
     QUEUE_FIELDS,
     QUEUES,
     RAMPS,
+    RING_RECORD,
     SETTINGS,
     SETUP,
     SINK_FIELDS,
@@ -126,6 +128,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     n = len(cores)
     core = rows(n, CORE_FIELDS)
     env_pool: list[int] = []
+    ring_size = 0
     stack_size = 0
     trig_size = 0
     prof_size = 0
@@ -188,6 +191,9 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
             entry = [0] * QUEUE_FIELDS
             entry[Q_CORE], entry[Q_COLOR], entry[Q_DATA] = k, color, data
             entry[Q_CONTROL], entry[Q_BATCHED] = control, batched
+            if batched:
+                entry[Q_RING_AT] = ring_size
+                ring_size += RING_RECORD * int(tables.tasks[data, 10])
             queues.append(entry)
 
     # ----------------------------------------------------------------- buffers
@@ -330,6 +336,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         fifo_value=np.zeros(nq * cap), fifo_index=np.full(nq * cap, NO_INDEX, dtype=np.int64),
         fifo_end=np.zeros(nq * cap, dtype=np.int8),
         queue_waiters=np.zeros(nq * MAX_WAITERS, dtype=np.int64),
+        ring_rec=np.zeros(ring_size, dtype=np.int64),
         buffer=buffer, q_ready=q_ready, q_value=q_value, q_index=q_index, q_end=q_end,
         buffer_waiters=np.zeros(nb * MAX_WAITERS, dtype=np.int64),
         target_kind=target_kind, target_obj=target_obj, target_link=target_link,

@@ -58,7 +58,8 @@ KEYWORDS = {
     "origin", "pes", "array", "float16", "float32", "offset", "load", "store", "int", "route",
     "if", "else", "simd", "scalar", "in", "out", "max", "min", "select", "task", "local", "data",
     "control", "for", "send", "send_end", "activate", "run", "variant", "true", "false",
-    "inf", "value", "recv", "mapping",
+    "inf", "value", "recv", "mapping", "batch", "land", "groups", "ring", "once", "static",
+    "length",
 }
 
 
@@ -125,6 +126,8 @@ def every_construct() -> PeModule:
             Task("main", "main", (Run("zero", (("acc", IConst(0)),), FConst(0.0)),)),
             Task("on_x", "data", body, 0, True),
             Task("on_d", "data", (SetInt("k", "+=", IConst(1)),), 7),
+            Task("on_b", "data", (SetInt("k", "+=", IBin("+", IVar("slot"), IVar("count"))),),
+                 8, True, 4, "tmp", True, 2, 3),
             Task("done", "control", (SendEnd(5),), 0),
             Task("later", "local", ()),
         ),
@@ -242,7 +245,13 @@ def tasks(draw: st.DrawFn) -> Task:
     kind = draw(st.sampled_from(["main", "data", "control", "local"]))
     color = draw(colors) if kind in ("data", "control") else None
     sparse = kind == "data" and draw(st.booleans())
-    return Task(draw(names), kind, tuple(draw(st.lists(STMTS, max_size=3))), color, sparse)
+    batch = draw(st.one_of(st.none(), st.integers(1, 64))) if kind == "data" else None
+    if batch is None:
+        return Task(draw(names), kind, tuple(draw(st.lists(STMTS, max_size=3))), color,
+                    sparse)
+    return Task(draw(names), kind, tuple(draw(st.lists(STMTS, max_size=3))), color, sparse,
+                batch, draw(names), draw(st.booleans()),
+                draw(st.one_of(st.none(), st.integers(1, 8))), draw(st.integers(1, 8)))
 
 
 @st.composite

@@ -50,10 +50,10 @@ program p origin PE[0, 0] pes { PE[0, 0] }
   array float32 seen[4] store S;
   int g = 0;
   route 0: N -> RAMP;
-  task got data color 0 SPARSE batch 4 land land groups G ONCE {
+  task got data color 0 SPARSE batch 4 land land groups G @R ONCE {
     for (j = 0; j <= G - 1; j++) {
       for (k = 0; k <= 2; k++) {
-        a[g + j][k] = land[4 * j + k];
+        a[g + j][k] = land[slot + 4 * j + k];
       }
     }
     for (n = 1; n <= count; n++) {
@@ -65,8 +65,10 @@ program p origin PE[0, 0] pes { PE[0, 0] }
 """
 
 
-def groups(kind: str, g: int, *, once: bool = False, land: int | None = None) -> str:
-    """A module taking a 4 x 3 input (dense or sparse) in batches of ``g`` whole groups."""
+def groups(kind: str, g: int, *, once: bool = False, land: int | None = None,
+           ring: int = 1) -> str:
+    """A module taking a 4 x 3 input (dense or sparse) in batches of ``g`` whole groups,
+    landed in a ring of ``ring`` batches."""
     return GROUPS.replace("KIND", kind).replace("SPARSE", "sparse" if kind == "sparse" else "")\
-        .replace("ONCE", "once" if once else "").replace("LAND", str(land or 4 * g))\
-        .replace("G", str(g))
+        .replace("ONCE", "once" if once else "").replace("LAND", str(land or 4 * g * ring))\
+        .replace("@R", f"ring {ring}" if ring > 1 else "").replace("G", str(g))

@@ -249,3 +249,88 @@ def test_bad_batches_of_groups_are_rejected(change: tuple[str, str], message: st
     text = groups("sparse", 2).replace(*change)
     with pytest.raises(SimulationError, match=message):
         build(text)
+
+
+RING = """
+module ring
+mesh PE[1, 1]
+input x dense color 0 { x[j = 0:LAST] -> [PE[0, -1] -> index[j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 y[N] store y;
+  array float32 land[LAND];
+  int n = 0;
+  route 0: N -> RAMP;
+  task got data color 0 batch 16 land land RING {
+    for (k = 0; k <= count - 1; k++) {
+      y[n + k] = land[slot + k] * 2.0;
+    }
+    n += count;
+  }
+}
+"""
+
+
+def ring_module(n: int, ring: int) -> str:
+    return RING.replace("LAST", str(n - 1)).replace("[N]", f"[{n}]").replace(
+        "LAND", str(16 * ring)).replace("RING", f"ring {ring}" if ring > 1 else "")
+
+
+@pytest.mark.parametrize("n", [16, 32, 40, 48])
+def test_a_ring_lands_the_next_batches_while_the_core_runs(n: int) -> None:
+    x = np.arange(1, n + 1, dtype=np.float32)
+    one, two, three = (sim(ring_module(n, ring), {"x": x}, {"y": ((n,), "float32")})
+                       for ring in (1, 2, 3))
+    for run in (one, two, three):
+        assert np.array_equal(run.outputs["y"], 2 * x)
+        assert run.pes[(0, 0)].busy == one.pes[(0, 0)].busy
+    # with a second slot the core never waits after the first batch has landed (16
+    # wavelets, one per cycle): each batch is there when the one before it ends
+    assert two.cycles == 16 + two.pes[(0, 0)].busy
+    assert three.cycles == two.cycles
+    # with one, the wavelets beyond the core's queue land only after the task
+    assert one.cycles > two.cycles or n == 16
+
+
+def test_sparse_windows_in_a_ring_are_cleared_slot_by_slot() -> None:
+    a = np.array([[1, 0, 2, 0, 0, 0, 5], [0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 3, 0, -4, 0]],
+                 np.float32)
+    text = SPARSE.replace("array float32 land[3];", "array float32 land[6];").replace(
+        "batch 3 land land", "batch 3 land land ring 2").replace("land[k]", "land[slot + k]")
+    ringed = sim(text, {"A": a}, {"B": ((3, 7), "float32")})
+    plain = sim(SPARSE, {"A": a}, {"B": ((3, 7), "float32")})
+    assert np.array_equal(ringed.outputs["B"], a)
+    # the same windows (each cleared as it opens), one more addition per element read
+    assert ringed.pes[(0, 0)].tasks == {"got": (3, plain.pes[(0, 0)].tasks["got"][1] + 9),
+                                        "next": plain.pes[(0, 0)].tasks["next"]}
+
+
+RINGS = [("dense", 1, 2, False), ("dense", 2, 2, False), ("sparse", 1, 2, False),
+         ("sparse", 2, 2, False), ("sparse", 1, 4, True), ("sparse", 2, 2, True)]
+
+
+@pytest.mark.parametrize("kind, g, ring, once", RINGS)
+def test_batches_of_groups_in_a_ring(kind: str, g: int, ring: int, once: bool) -> None:
+    result = sim(groups(kind, g, ring=ring, once=once), {"A": A4},
+                 {"B": ((4, 3), "float32"), "S": ((4,), "float32")})
+    assert np.array_equal(result.outputs["B"], A4)
+    assert result.pes[(0, 0)].tasks_run == 4 // g
+
+
+def test_a_once_ring_opens_each_slot_once() -> None:
+    with pytest.raises(SimulationError, match="declared 'once' with a ring of 2, but batch 3 "
+                                              "opens on color 0"):
+        sim(groups("sparse", 1, ring=2, once=True), {"A": A4 + 1},
+            {"B": ((4, 3), "float32"), "S": ((4,), "float32")})
+
+
+@pytest.mark.parametrize("change, message", [
+    (("ring 2", "ring 9"), "a landing ring holds 1 to 8 batches, not 9"),
+    (("ring 2", "ring 0"), "a landing ring holds 1 to 8 batches, not 0"),
+    (("land[16]", "land[15]"), "batches of 2 groups of up to 4 wavelets, 2 at a time, in "
+                               "'land', which holds 15 elements"),
+])
+def test_bad_rings_are_rejected(change: tuple[str, str], message: str) -> None:
+    text = groups("sparse", 2, ring=2).replace(*change)
+    with pytest.raises(SimulationError, match=message):
+        build(text)

@@ -33,6 +33,7 @@ pytestmark = pytest.mark.long
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pesim_support import build, groups  # noqa: E402  (the pesim tests' module texts)
+from test_pesim_batches import RINGS, SPARSE, ring_module  # noqa: E402
 
 
 def both_engines(program: Path, *, simd: bool, seed: int = 0, arrival: str = "batched",
@@ -142,6 +143,46 @@ def test_batches_of_whole_groups_fail_alike(text: str, message: str) -> None:
     errors = []
     for run in (sim.simulate, engine.simulate):
         with pytest.raises(SimulationError, match=message) as found:
+            run(module, {"A": a}, outputs)
+        errors.append(str(found.value))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("kind, g, ring, once", RINGS)
+def test_batches_of_groups_in_a_ring_run_the_same(kind: str, g: int, ring: int,
+                                                  once: bool) -> None:
+    module = build(groups(kind, g, ring=ring, once=once))
+    a = np.array([[1, 0, 2], [0, 0, 0], [3, 4, 5], [0, -6, 0]], np.float32)
+    outputs = {"B": TensorInfo((4, 3), "float32"), "S": TensorInfo((4,), "float32")}
+    assert_same_run(sim.simulate(module, {"A": a}, outputs),
+                    engine.simulate(module, {"A": a}, outputs))
+
+
+@pytest.mark.parametrize("ring", [1, 2, 3])
+def test_dense_and_sparse_windows_in_a_ring_run_the_same(ring: int) -> None:
+    x = np.arange(1, 41, dtype=np.float32)
+    module = build(ring_module(40, ring))
+    outputs = {"y": TensorInfo((40,), "float32")}
+    assert_same_run(sim.simulate(module, {"x": x}, outputs),
+                    engine.simulate(module, {"x": x}, outputs))
+    a = np.array([[1, 0, 2, 0, 0, 0, 5], [0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 3, 0, -4, 0]],
+                 np.float32)
+    text = SPARSE.replace("array float32 land[3];", f"array float32 land[{3 * ring}];")\
+        .replace("batch 3 land land", f"batch 3 land land ring {ring}")\
+        .replace("land[k]", "land[slot + k]")
+    module = build(text)
+    outputs = {"B": TensorInfo((3, 7), "float32")}
+    assert_same_run(sim.simulate(module, {"A": a}, outputs),
+                    engine.simulate(module, {"A": a}, outputs))
+
+
+def test_a_once_ring_fails_alike() -> None:
+    module = build(groups("sparse", 1, ring=2, once=True))
+    a = np.array([[1, 0, 2], [0, 0, 0], [3, 4, 5], [0, -6, 0]], np.float32) + 1
+    outputs = {"B": TensorInfo((4, 3), "float32"), "S": TensorInfo((4,), "float32")}
+    errors = []
+    for run in (sim.simulate, engine.simulate):
+        with pytest.raises(SimulationError, match="with a ring of 2, but batch 3 opens") as found:
             run(module, {"A": a}, outputs)
         errors.append(str(found.value))
     assert errors[0] == errors[1]
