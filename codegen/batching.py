@@ -51,6 +51,7 @@ from dtg.pe.ir import (
     COUNT,
     ELEMENT_BYTES,
     LOCAL_MEMORY_BYTES,
+    MAX_RING,
     MAX_SIMD_DIMS,
     BConst,
     IBin,
@@ -149,6 +150,12 @@ class Batch:
     groups: int | None = None
     fixed: tuple[str, ...] = ()
     first: isl.PwAff | None = None  # what ``index`` stands for (groupbatch.GroupLayout)
+    ring: int = 1  # batches the landing array holds (``ring`` in the PE code)
+
+    @property
+    def land_bytes(self) -> int:
+        """Bytes of the landing array, its ring's slots all counted."""
+        return self.land.bytes * self.ring
 
     def describe(self) -> str:
         if self.groups is None:
@@ -222,8 +229,8 @@ def plan_arrivals(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecisi
                                   force=arrival in (ALWAYS, ALWAYS_GROUPS),
                                   groups_first=arrival == ALWAYS_GROUPS, grow=grow,
                                   room=memory_bytes - used + reserve)
-        if best is not None and best.groups is not None:
-            used += best.land.bytes - reserve
+        if best is not None:
+            used += best.land_bytes - reserve
         candidates.append((flow.name, cands))
         if best is not None:
             batches.append(best)
@@ -281,7 +288,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
     if not enabled:
         return tuple(result), None
     best = _within_groups(tg, memory, flow, tasks, window, groups, period, max_batch, grow,
-                          result)
+                          result, room)
     grouped = _group_candidates(tg, memory, flow, tasks, period, room)
     result.extend(c for c, _ in grouped)
     if best is None or (not force and pw_cycles is not None and best[0] >= pw_cycles):
@@ -306,7 +313,7 @@ def _candidates(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision
 
 def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ...],
                    window: tuple[isl.PwAff, isl.PwAff, int] | None, groups: int, period: int,
-                   max_batch: int, grow: bool, result: list[Candidate]
+                   max_batch: int, grow: bool, result: list[Candidate], room: int
                    ) -> tuple[int, Batch] | None:
     """Batches of consecutive wavelets within a group: each size's candidate (appended to
     ``result``) and the cheapest batching, if any."""
@@ -338,13 +345,16 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
             work.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype)))
         cost = [dispatch() + _busiest(work, flow)]
         batches = ceil(length / size)
-        if flow.kind == "sparse":  # windows aligned to multiples of K, each cleared
+        if flow.kind == "sparse":  # windows aligned to multiples of K
             batches = _windows(flow, window, size)
-            if groups == 1 and batches == 1:  # the image's zeros serve the only window
-                made = replace(made, once=True)
-            else:
-                width = costs().simd_width(land_local.dtype, "fill")
-                cost[0] += costs().simd_startup + ceil(size / width)
+        ring, once = landing_ring(flow.kind == "sparse", groups * batches, made.land.bytes,
+                                  room)
+        if lands_in_place(made, kept):  # (in the tensor's array: one slot, the array's)
+            ring, once = 1, flow.kind == "sparse" and groups * batches == 1
+        made = replace(made, ring=ring, once=once)
+        if flow.kind == "sparse" and not once:  # each window's slot cleared as it opens
+            width = costs().simd_width(land_local.dtype, "fill")
+            cost[0] += costs().simd_startup + ceil(size / width)
         # landing the first batch, then compute-bound or arrival-bound
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[0])
@@ -396,7 +406,8 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
             made.append((Candidate(layout.slot, None, f"{what}: {chosen}", None, layout.groups),
                          None))
             continue
-        once = flow.kind == "sparse" and layout.batches == 1
+        ring, once = landing_ring(flow.kind == "sparse", layout.batches, layout.land.bytes,
+                                  room)
         work = sum(_run_cost(d, tg, t, count=layout.slot) for t, d in chosen)
         keep: KeepCopy | None = None
         if flow.tensor in tg.buffered:  # the batch's kept elements copied into place
@@ -416,10 +427,25 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
         batch = Batch(flow.name, layout.slot, layout.land, layout.context,
                       tuple(t for t, _ in chosen), tuple((t.name, d) for t, d in chosen),
                       keep=keep, once=once, groups=layout.groups, fixed=layout.fixed,
-                      first=layout.first)
+                      first=layout.first, ring=ring)
         made.append((Candidate(layout.slot, cycles, note, busy, layout.groups,
                                layout.batches), batch))
     return made
+
+
+def landing_ring(sparse: bool, runs: int, slot_bytes: int, room: int) -> tuple[int, bool]:
+    """The slots of a stream's landing ring on a PE that runs ``runs`` batches of it, and
+    whether each slot opens once: every batch in a slot of its own where they are few
+    (a sparse stream's slots then start as the program image's zeros and are never
+    cleared), else two, so that a batch lands while the core runs the one before it
+    (what the predictions assume); one where the PE has no room for more."""
+    if runs <= 1:
+        return 1, sparse
+    if sparse and runs <= MAX_RING and slot_bytes * runs <= room:
+        return runs, True
+    if slot_bytes * 2 <= room:
+        return 2, False
+    return 1, False
 
 
 def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:

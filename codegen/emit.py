@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from math import prod
 
 import islpy as isl
 
@@ -29,6 +30,7 @@ from dtg.codegen.hoist import hoist_invariants
 from dtg.codegen.islast import (
     aff_expr,
     condition_of,
+    normalize,
     pw_aff_expr,
     scan,
     substitute,
@@ -57,6 +59,7 @@ from dtg.mapping.flows import (
 from dtg.mapping.memory import LocalTensor, Memory
 from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT
 from dtg.pe.ir import (
+    SLOT,
     Activate,
     Array,
     BConst,
@@ -82,6 +85,7 @@ from dtg.pe.ir import (
     Store,
     StreamIO,
     Task,
+    move_array,
     rename_array,
     rename_config,
 )
@@ -193,7 +197,8 @@ class _ComputeBuilder(Sharing, Gathering):
         tasks.insert(0, Task("main", "main", tuple(main)))
         tasks.extend(self.extra_tasks)
         arrays = _merged(self._array(a) for a in self.memory.arrays) + tuple(
-            Array(b.land.name, b.land.dtype, b.land.size) for b in self.arrivals.batches
+            Array(b.land.name, b.land.dtype, (prod(b.land.size) * b.ring,))
+            for b in self.arrivals.batches
             if b.land.name not in self.landed_in_place) + tuple(
             self.extra_arrays)
         return PeProgram("compute", (self.region.x0, self.region.y0), str(self.region.pes()),
@@ -406,6 +411,10 @@ class _ComputeBuilder(Sharing, Gathering):
             if t.kind == "compute" and t.flow == flow.name:
                 body.extend(self._compute(t.name) if batch is None else self._batched(
                     batch, t.name))
+        if batch is not None and batch.ring > 1 and not in_place:
+            # the batch's part of its landing ring
+            body = list(move_array(tuple(body), batch.land.name,
+                                   lambda at: normalize(IBin("+", at, IVar(SLOT)))))
         if in_place:  # the batch lands in the tensor's own array: read it there
             assert batch is not None and land is not None
             local = self.memory.of(flow.tensor)
@@ -460,7 +469,8 @@ class _ComputeBuilder(Sharing, Gathering):
         reached = pe_condition_set(flow.lines)
         self.task_pes[f"on_{flow.name}"] = self.task_pes[f"end_{flow.name}"] = reached
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
-                     batch.size if batch else None, land, batch is not None and batch.once),
+                     batch.size if batch else None, land, batch is not None and batch.once,
+                     ring=batch.ring if batch is not None and not in_place else 1),
                 Task(f"end_{flow.name}", "control", tuple(control), flow.color)]
 
     def _group_task(self, flow: InputFlow, batch: Batch, body: list[Stmt], land: str | None,
@@ -494,7 +504,7 @@ class _ComputeBuilder(Sharing, Gathering):
                 data.extend(guarded(last, [Activate(name)]))
         self.task_pes[f"on_{flow.name}"] = pe_condition_set(flow.lines)
         return [Task(f"on_{flow.name}", "data", tuple(data), flow.color, flow.kind == "sparse",
-                     batch.size, land, batch.once, batch.groups), *tasks]
+                     batch.size, land, batch.once, batch.groups, batch.ring), *tasks]
 
     def _whole_group(self, flow: InputFlow, batch: Batch) -> bool:
         """Whether ``batch`` takes the only group of a one-dimensional stream whole on

@@ -9,6 +9,7 @@ coordinates relative to the program's origin. The text form is printed by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Literal
@@ -440,6 +441,42 @@ def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...
                           static)
             case For(var, lo, hi, body):
                 return For(var, lo, hi, rename_array(body, old, new))
+        return s
+
+    return tuple(stmt(s) for s in stmts)
+
+
+def move_array(stmts: tuple[Stmt, ...], name: str, move: Callable[[IExpr], IExpr]
+               ) -> tuple[Stmt, ...]:
+    """``stmts`` with every access to the one-dimensional array ``name`` (loads, stores,
+    SIMD bases) at ``move`` of its offset."""
+    def fexpr(e: FExpr) -> FExpr:
+        match e:
+            case Load(array, index) if array == name:
+                assert len(index) == 1, f"{name} is not one-dimensional"
+                return Load(array, (move(index[0]),))
+            case FBin(op, lhs, rhs):
+                return FBin(op, fexpr(lhs), fexpr(rhs))
+            case FNeg(operand):
+                return FNeg(fexpr(operand))
+        return e
+
+    def stmt(s: Stmt) -> Stmt:
+        match s:
+            case Store(target, op, value):
+                moved = fexpr(target)
+                assert isinstance(moved, Load)
+                return Store(moved, op, fexpr(value))
+            case Send(color, value, index):
+                return Send(color, fexpr(value), index)
+            case Run(config, bases, scalar, variant, length):
+                return Run(config, tuple((a, move(b) if a == name else b) for a, b in bases),
+                           None if scalar is None else fexpr(scalar), variant, length)
+            case If(cond, then, orelse, static):
+                return If(cond, move_array(then, name, move), move_array(orelse, name, move),
+                          static)
+            case For(var, lo, hi, body):
+                return For(var, lo, hi, move_array(body, name, move))
         return s
 
     return tuple(stmt(s) for s in stmts)

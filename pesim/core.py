@@ -198,8 +198,10 @@ class Core:
                     self.env["index"] = w[1]
             elif task.kind == "control":
                 assert color is not None
-                self.take(color, mark=True)
-                if color in self.code.batched:
+                batched = self.code.batched.get(color)
+                if batched is None or batched.ring == 1:  # (a ring took its mark on landing)
+                    self.take(color, mark=True)
+                if batched is not None:
                     self.end_waiting.discard(color)
                     self.pump(color, self.clock)
             self.clock += self.config.task_dispatch
@@ -297,9 +299,10 @@ class Core:
                     return
                 control = self.code.control.get(color)
                 if control is not None:
-                    self.end_waiting.add(color)
                     self.push_trigger(now, control.name, color)
-                    return
+                    if task.ring == 1:  # (its wavelets wait for the control task)
+                        self.end_waiting.add(color)
+                        return
             elif task.sparse and not self.window(task, color, w, land):
                 self.close(task, color, now)  # beyond the window: it waits for the next one
                 continue

@@ -454,9 +454,10 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
                 return
             control = s.queue[q, Q_CONTROL]
             if control != NONE:
-                s.queue[q, Q_END_WAITING] = 1
                 push_trigger(s, c, now, control, color)
-                return
+                if ring == 1:  # (its wavelets wait for the control task)
+                    s.queue[q, Q_END_WAITING] = 1
+                    return
         elif sparse and not _window(s, p, c, q, task, index, land_slot, array_row):
             _close(s, p, q, c, task, now)  # beyond the window: it waits for the next one
             continue

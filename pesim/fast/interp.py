@@ -56,6 +56,7 @@ from dtg.pesim.fast.layout import (
     PROGRAM,
     Q_BATCHED,
     Q_CLOSED_TOTAL,
+    Q_DATA,
     Q_END_WAITING,
     Q_PENDING,
     Q_RING_AT,
@@ -303,8 +304,10 @@ def _dispatch(p: Program, s: State, c: int, env: int) -> bool:
                 raise FastError()
             s.env[env + SLOT_INDEX] = index
     elif kind == CONTROL:
-        take(s, q, 1)
-        if s.queue[q, Q_BATCHED]:
+        batched = s.queue[q, Q_BATCHED]
+        if not batched or p.tasks[s.queue[q, Q_DATA], 10] == 1:  # (a ring took its mark)
+            take(s, q, 1)
+        if batched:
             s.queue[q, Q_END_WAITING] = 0
             pump(s, p, q, s.core[c, CLOCK])
     dispatch = s.settings[F_DISPATCH]

@@ -24,7 +24,7 @@ KERNELS = sorted((ROOT / "benchmarks" / "kernels").glob("*.lair"))
 # (kernel, arrival mode): predicted from statements other than the emitted ones
 KNOWN = {
     ("conv2d_stream", "per-wavelet"), ("maxpool1d_s1", "per-wavelet"),
-    ("conv3d", "batched"), ("stencil1d", "batched"),
+    ("conv3d", "batched"),
 }
 
 
