@@ -39,7 +39,7 @@ from dtg.codegen.cost import (
 )
 from dtg.codegen.groupbatch import control_cycles
 from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
-from dtg.codegen.keeping import keep_cycles
+from dtg.codegen.keeping import arrival_share, keep_cycles
 from dtg.codegen.scalarcode import scalar_code
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
@@ -122,6 +122,11 @@ class KeepCopy:
     variants: tuple[tuple[int, ...], ...] = ()
     variant: IExpr | None = None
     length: IExpr | None = None
+
+    def guard_cycles(self, context: isl.Set) -> int:
+        """The test whether a batch has kept elements on its PE (none where all have)."""
+        guard = condition_of(self.elements.params(), context)
+        return 0 if guard is None else branch_cycles(guard)
 
     def cycles(self, dtype: str) -> int:
         width = costs().simd_width(dtype, "copy")
@@ -342,7 +347,13 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         work = [(_pes(t.instances), _run_cost(made.decision(t.name), tg, t, count=size))
                 for t in made.tasks if t.instances is not None]
         if made.keep is not None and not lands_in_place(made, kept):
-            work.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype)))
+            # (the copy where a batch has kept elements, the test on every batch)
+            share = arrival_share(flow, made.keep.elements.params(), made.context)
+            work.append((_pes(made.keep.elements),
+                         ceil(share * made.keep.cycles(land_local.dtype))))
+            guard = made.keep.guard_cycles(made.context)
+            if guard:
+                work.append((pe_condition_set(flow.lines), guard))
         cost = [dispatch() + _busiest(work, flow)]
         batches = ceil(length / size)
         if flow.kind == "sparse":  # windows aligned to multiples of K
@@ -419,7 +430,7 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
                                        layout.groups), None))
                 continue
             keep = copy
-            work += keep.cycles(layout.land.dtype)
+            work += keep.cycles(layout.land.dtype) + keep.guard_cycles(layout.context)
         cycles, busy = groupbatch.batch_cycles(layout, work, sparse=flow.kind == "sparse",
                                                once=once, period=period,
                                                streams=len(tg.inputs))
@@ -506,9 +517,8 @@ def in_first_window(flow: InputFlow, first: isl.PwAff, last: isl.PwAff, size: in
 def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
                    ) -> tuple[float, int] | None:
     """For a task whose instances on a PE do not follow every arrival there: the share
-    of arrivals that have some (the most at the first and last PE of the flow, counted
-    there) and the cycles of the guard that tests it per wavelet. None if every one has
-    (no guard in the code)."""
+    of arrivals that have some (:func:`codegen.keeping.arrival_share`) and the cycles of
+    the guard that tests it per wavelet. None if every one has (no guard in the code)."""
     assert task.instances is not None
     arrivals = flow.arrival_context()
     triggering = task.instances.params()
@@ -516,26 +526,36 @@ def _trigger_share(flow: InputFlow, task: Task, varying: frozenset[str]
     guard = condition_of(triggering, arrivals)
     if guard is None:
         return None
-    share = 0.0
-    # (the corners of the lines and of the PEs with instances: lines may pass PEs
-    # without any, where the share is 0)
-    working = poly.pe_set(poly.project_onto_pe(triggering)).intersect(flow.lines)
-    corners = [flow.lines.lexmin(), flow.lines.lexmax()]
-    if not working.is_empty():
-        corners += [working.lexmin(), working.lexmax()]
-    for corner in corners:
-        pe = pe_condition_set(corner).align_params(arrivals.get_space())
-        at, triggered = arrivals.intersect_params(pe), triggering.intersect_params(pe)
-        total = _count(at)
-        if total:
-            share = max(share, _count(triggered.intersect(at)) / total)
-    return share, branch_cycles(guard, varying)
+    return arrival_share(flow, triggering), branch_cycles(guard, varying)
+
+
+def mean_runs(outer: isl.Set, flow: InputFlow) -> float | None:
+    """Where a per-wavelet SIMD decision's outer loops (``outer``: parameters the PE and
+    the arrival) run a number of times that varies between arrivals (a halo's first and
+    last rows): the mean over the arrivals that run them, the most at the first and last
+    PE of the flow's lines; None where it cannot be counted."""
+    arrivals = flow.arrival_context()
+    outer, arrivals = poly.align_params(outer, arrivals)
+    outer = outer.intersect_params(arrivals)
+    n = outer.dim(isl.dim_type.param)
+    best: float | None = None
+    for corner in (flow.lines.lexmin(), flow.lines.lexmax()):
+        at = outer.intersect_params(pe_condition_set(corner).align_params(outer.get_space()))
+        if at.is_empty():
+            continue
+        flat = at.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
+        if not (flat.is_bounded() and at.params().is_bounded()):
+            return None
+        runs = _count(at.params())
+        points = int(flat.count_val().to_python())
+        if runs:
+            best = max(best or 0.0, points / runs)
+    return best
 
 
 def _count(params: isl.Set) -> int:
     """The points of a bounded set of parameter values."""
-    return int(isl.Set.from_params(params).count_val().to_python()) if not \
-        params.is_empty() else 0
+    return int(isl.Set.from_params(params).count_val().to_python())
 
 
 def _groups(flow: InputFlow) -> int:
@@ -740,8 +760,11 @@ def _run_cost(d: SimdDecision, tg: TaskGraph, task: Task, *, count: int = 1,
     pstmt = tg.model.statement(task.statement)
     stmt = pstmt.stmt
     if d.used and d.sizes is not None:
+        flow = tg.flow_of(task)
+        runs = None if d.outer is None or flow is None or count != 1 or varying is None \
+            else mean_runs(d.outer, flow)
         return simd_cycles(d, tg.model.graph.tensor(stmt.target.tensor).dtype,
-                           varying=varying, env=env)
+                           varying=varying, env=env, outer_runs=runs)
     code = None
     flow = tg.flow_of(task)
     if memory is not None and count == 1 and flow is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from math import prod
+from math import ceil, prod
 
 import islpy as isl
 
@@ -56,12 +56,14 @@ def dispatch() -> int:
 
 
 def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None = None,
-                env: dict[str, IExpr] | None = None) -> int:
+                env: dict[str, IExpr] | None = None, outer_runs: float | None = None) -> int:
     """One invocation of a SIMD decision: every operation's start-up, element operations
     over the width, base and variant arithmetic; times its scalar outer loops. With
     ``varying`` (the names that change between invocations), base arithmetic counts
     what is left once the rest is computed once per group (codegen.hoist); ``env``
-    rewrites names in the bases as emission does (a wavelet's index to the tensor's)."""
+    rewrites names in the bases as emission does (a wavelet's index to the tensor's);
+    ``outer_runs`` the mean iterations of the outer loops where they vary between
+    invocations (else the box's)."""
     assert d.used and d.sizes is not None
     ops = prod(max(d.variants, key=prod)) if d.variants else prod(d.sizes)
     c = costs()
@@ -77,8 +79,8 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     per_run = (1 + len(d.more)) * (c.simd_startup + base_ops + select) + elements
     if d.outer is None:
         return per_run
-    outer = box_volume(d.outer)
-    return outer * (per_run + c.for_iteration) + c.for_setup
+    outer = box_volume(d.outer) if outer_runs is None else outer_runs
+    return ceil(outer * (per_run + c.for_iteration)) + c.for_setup
 
 
 def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,

@@ -3,8 +3,7 @@
 For every input stream of every kernel in ``benchmarks/kernels/``, the way the compiler
 chose (one task per wavelet, or batches) must be predicted within 15% of the cycles
 pesim measures for its data task on the busiest PE (inputs without zeros), in both
-arrival modes. The known exceptions are listed (docs/codegen.md says why) and marked
-as strict expected failures: one that becomes accurate fails until it is removed here.
+arrival modes, with no exception.
 """
 
 from __future__ import annotations
@@ -21,22 +20,11 @@ from dtg.pesim.run import make_inputs, run_module
 
 TOLERANCE = 0.15
 KERNELS = sorted((ROOT / "benchmarks" / "kernels").glob("*.lair"))
-# (kernel, arrival mode): predicted from statements other than the emitted ones
-KNOWN = {
-    ("conv2d_stream", "per-wavelet"), ("maxpool1d_s1", "per-wavelet"),
-    ("conv3d", "batched"),
-}
 
 
 def _cases() -> list[object]:
-    cases: list[object] = []
-    for path in KERNELS:
-        for arrival in ("batched", "per-wavelet"):
-            marks = [pytest.mark.xfail(strict=True, reason="known misprediction")] if (
-                path.stem, arrival) in KNOWN else []
-            cases.append(pytest.param(path, arrival, marks=marks,
-                                      id=f"{path.stem}-{arrival}"))
-    return cases
+    return [pytest.param(path, arrival, id=f"{path.stem}-{arrival}")
+            for path in KERNELS for arrival in ("batched", "per-wavelet")]
 
 
 @pytest.mark.parametrize(("path", "arrival"), _cases())
