@@ -343,18 +343,6 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         if isinstance(made, str):
             result.append(Candidate(size, None, made))
             continue
-        # (the busiest PE's: the tasks and the kept copy may each run on other PEs)
-        work = [(_pes(t.instances), _run_cost(made.decision(t.name), tg, t, count=size))
-                for t in made.tasks if t.instances is not None]
-        if made.keep is not None and not lands_in_place(made, kept):
-            # (the copy where a batch has kept elements, the test on every batch)
-            share = arrival_share(flow, made.keep.elements.params(), made.context)
-            work.append((_pes(made.keep.elements),
-                         ceil(share * made.keep.cycles(land_local.dtype))))
-            guard = made.keep.guard_cycles(made.context)
-            if guard:
-                work.append((pe_condition_set(flow.lines), guard))
-        cost = [dispatch() + _busiest(work, flow)]
         batches = ceil(length / size)
         if flow.kind == "sparse":  # windows aligned to multiples of K
             batches = _windows(flow, window, size)
@@ -363,12 +351,45 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         if lands_in_place(made, kept):  # (in the tensor's array: one slot, the array's)
             ring, once = 1, flow.kind == "sparse" and groups * batches == 1
         made = replace(made, ring=ring, once=once)
+        # (a sparse window's task has what does not change with its first index computed
+        # per group or once, codegen.hoist, unless it runs once)
+        varying = frozenset({poly.INDEX}) if flow.kind == "sparse" and not (
+            once and ring == 1) else None
+        # (the busiest PE's: the tasks and the kept copy may each run on other PEs; a
+        # task with instances in some batches only runs on their share, its test on all)
+        work: list[tuple[isl.Set, int]] = []
+        full: list[tuple[isl.Set, int]] = []  # (a batch that has them all: the last may)
+        for t in made.tasks:
+            if t.instances is None:
+                continue
+            run = _run_cost(made.decision(t.name), tg, t, count=size, varying=varying)
+            full.append((_pes(t.instances), run))
+            test = condition_of(t.instances.params(), made.context)
+            if test is None or flow.kind == "dense":
+                work.append((_pes(t.instances), run))
+                continue
+            share = arrival_share(flow, t.instances.params(), made.context)
+            work.append((_pes(t.instances), ceil(share * run)))
+            tested = (pe_condition_set(flow.lines), branch_cycles(test, varying))
+            work.append(tested)
+            full.append(tested)
+        if made.keep is not None and not lands_in_place(made, kept):
+            # (the copy where a batch has kept elements, the test on every batch)
+            share = arrival_share(flow, made.keep.elements.params(), made.context)
+            work.append((_pes(made.keep.elements),
+                         ceil(share * made.keep.cycles(land_local.dtype))))
+            full.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype)))
+            guard = made.keep.guard_cycles(made.context)
+            if guard:
+                work.append((pe_condition_set(flow.lines), guard))
+                full.append((pe_condition_set(flow.lines), guard))
+        cost = [dispatch() + _busiest(work, flow), dispatch() + _busiest(full, flow)]
         if flow.kind == "sparse" and not once:  # each window's slot cleared as it opens
             width = costs().simd_width(land_local.dtype, "fill")
-            cost[0] += costs().simd_startup + ceil(size / width)
-        # landing the first batch, then compute-bound or arrival-bound
+            cost = [c + costs().simd_startup + ceil(size / width) for c in cost]
+        # landing the first batch, then compute-bound, or arrival-bound and the last batch
         cycles = max(size * period + groups * batches * cost[0],
-                     groups * length * period + cost[0])
+                     groups * length * period + cost[1])
         result.append(Candidate(size, cycles, f"{counted(batches, 'batch', 'batches')} of up to "
                                               f"{counted(size, 'wavelet')}, {cost[0]} cycles each",
                                 groups * batches * cost[0], runs=groups * batches))

@@ -73,7 +73,7 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
     new_ints: list[IntVar] = []
     at_main: list[Stmt] = []
     for k, task in enumerate(tasks):
-        if task.kind != "data" or (task.batch is not None and task.once):
+        if task.kind != "data" or (task.batch is not None and task.once and task.ring == 1):
             continue  # (a single window runs once: main would pay more)
         control = next((t for t in tasks if t.kind == "control" and t.color == task.color),
                        None)

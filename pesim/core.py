@@ -35,8 +35,6 @@ def once_twice(task: str, ring: int, windows: bool, color: int, index: int | Non
                 f"opens on color {color}{at}")
     return (f"sparse batched task {task} is declared 'once' with a ring of {ring}, but "
             f"{what} {ring + 1} opens on color {color}{at}")
-    return (f"sparse batched task {task.name} is declared 'once' with a ring of "
-            f"{task.ring}, but {what} {task.ring + 1} opens on color {color}{at}")
 
 
 class Core:
@@ -44,7 +42,8 @@ class Core:
 
     __slots__ = ("arrays", "arrival", "base", "busy", "clock", "closed_batches", "code", "config",
                  "configured", "end", "end_waiting", "env", "fabric", "fifo", "fifo_waiters",
-                 "fill", "flat", "flops", "idle", "limit", "marks", "opened", "pe", "pending",
+                 "fill", "flat", "flops", "idle", "limit", "marks", "marks_ahead", "opened", "pe",
+                 "pending",
                  "per_task", "pos",
                  "scalar", "sent",
                  "seq", "setup_cycles", "sim", "simd_flops", "simd_ops", "simd_runs", "stall",
@@ -79,6 +78,8 @@ class Core:
         self.pending: defaultdict[int, deque[tuple[int, int, int]]] = defaultdict(deque)
         self.closed_batches: defaultdict[int, int] = defaultdict(int)
         self.opened: defaultdict[int, int] = defaultdict(int)
+        # on a ring: end marks landed whose control task has not run (at most N)
+        self.marks_ahead: defaultdict[int, int] = defaultdict(int)
         # colors whose end mark awaits its control task (made only where a program has
         # batches: most PEs need none)
         self.end_waiting: set[int] = set() if code.batched else NO_COLORS  # type: ignore[assignment]
@@ -199,10 +200,14 @@ class Core:
             elif task.kind == "control":
                 assert color is not None
                 batched = self.code.batched.get(color)
-                if batched is None or batched.ring == 1:  # (a ring took its mark on landing)
+                if batched is not None and self.marks_ahead[color]:
+                    # (a mark a ring took on landing: their tasks come first, in order)
+                    self.marks_ahead[color] -= 1
+                else:
                     self.take(color, mark=True)
+                    if batched is not None:
+                        self.end_waiting.discard(color)
                 if batched is not None:
-                    self.end_waiting.discard(color)
                     self.pump(color, self.clock)
             self.clock += self.config.task_dispatch
             self.busy += self.config.task_dispatch
@@ -299,10 +304,13 @@ class Core:
                     return
                 control = self.code.control.get(color)
                 if control is not None:
-                    self.push_trigger(now, control.name, color)
-                    if task.ring == 1:  # (its wavelets wait for the control task)
+                    if task.ring == 1 or self.marks_ahead[color] == task.ring:
+                        # (its wavelets wait for the control task)
                         self.end_waiting.add(color)
+                        self.push_trigger(now, control.name, color)
                         return
+                    self.marks_ahead[color] += 1  # (on a ring, up to N marks land ahead)
+                    self.push_trigger(now, control.name, color)
             elif task.sparse and not self.window(task, color, w, land):
                 self.close(task, color, now)  # beyond the window: it waits for the next one
                 continue

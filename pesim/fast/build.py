@@ -95,7 +95,13 @@ from dtg.pesim.fast.layout import (
 )
 from dtg.pesim.fast.lower import Tables
 from dtg.pesim.fast.scope import not_in_arrays
-from dtg.pesim.fast.setup import STACK_EXTRA, activations, first_variant, sink_tables
+from dtg.pesim.fast.setup import (
+    STACK_EXTRA,
+    activations,
+    first_variant,
+    ring_triggers,
+    sink_tables,
+)
 from dtg.pesim.routers import OPPOSITE, STEP, Deadline, Fabric
 from dtg.pesim.sim import NUMPY, TensorInfo, _Run
 from dtg.pesim.vector import box_elements, cvalues
@@ -183,7 +189,8 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
         depth = pinfo.stack + STACK_EXTRA
         core[block, STACK] = counters["stack"] + index * depth
         counters["stack"] += count * depth
-        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * activations(program)
+        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * activations(program) + \
+            ring_triggers(program)
         core[block, TRIGGERS] = counters["triggers"] + index * triggers
         core[block, TRIGGER_CAP] = triggers
         counters["triggers"] += count * triggers

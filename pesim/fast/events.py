@@ -71,6 +71,7 @@ from dtg.pesim.fast.layout import (
     Q_FILL,
     Q_HAS_BASE,
     Q_LEN,
+    Q_MARKS_AHEAD,
     Q_OPENED,
     Q_PENDING,
     Q_POS,
@@ -454,10 +455,13 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
                 return
             control = s.queue[q, Q_CONTROL]
             if control != NONE:
-                push_trigger(s, c, now, control, color)
-                if ring == 1:  # (its wavelets wait for the control task)
+                if ring == 1 or s.queue[q, Q_MARKS_AHEAD] == ring:
+                    # (its wavelets wait for the control task)
                     s.queue[q, Q_END_WAITING] = 1
+                    push_trigger(s, c, now, control, color)
                     return
+                s.queue[q, Q_MARKS_AHEAD] += 1  # (on a ring, up to N marks land ahead)
+                push_trigger(s, c, now, control, color)
         elif sparse and not _window(s, p, c, q, task, index, land_slot, array_row):
             _close(s, p, q, c, task, now)  # beyond the window: it waits for the next one
             continue

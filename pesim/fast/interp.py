@@ -56,8 +56,8 @@ from dtg.pesim.fast.layout import (
     PROGRAM,
     Q_BATCHED,
     Q_CLOSED_TOTAL,
-    Q_DATA,
     Q_END_WAITING,
+    Q_MARKS_AHEAD,
     Q_PENDING,
     Q_RING_AT,
     QUEUES,
@@ -305,10 +305,13 @@ def _dispatch(p: Program, s: State, c: int, env: int) -> bool:
             s.env[env + SLOT_INDEX] = index
     elif kind == CONTROL:
         batched = s.queue[q, Q_BATCHED]
-        if not batched or p.tasks[s.queue[q, Q_DATA], 10] == 1:  # (a ring took its mark)
+        if batched and s.queue[q, Q_MARKS_AHEAD]:
+            # (a mark a ring took on landing: their tasks come first, in order)
+            s.queue[q, Q_MARKS_AHEAD] -= 1
+        else:
             take(s, q, 1)
-        if batched:
             s.queue[q, Q_END_WAITING] = 0
+        if batched:
             pump(s, p, q, s.core[c, CLOCK])
     dispatch = s.settings[F_DISPATCH]
     s.core[c, CLOCK] += dispatch

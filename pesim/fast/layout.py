@@ -43,11 +43,12 @@ SIGNAL_PENDING, SIGNAL_FIRED = 1, 2
 # (batches of whole groups: Q_BASE counts the open batch's end marks, Q_HAS_BASE says a
 # batch is open, Q_POS is the position in the current group; Q_PENDING counts the closed
 # batches whose task has not ended, Q_CLOSED_TOTAL those closed so far, Q_OPENED those
-# opened ('once'); Q_RING_AT is the queue's first record in ``ring_rec``)
+# opened ('once'); Q_RING_AT is the queue's first record in ``ring_rec``; Q_MARKS_AHEAD
+# the end marks a ring landed whose control task has not run)
 (Q_CORE, Q_COLOR, Q_LEN, Q_WAITERS, Q_ARRIVAL, Q_FILL, Q_BASE, Q_HAS_BASE, Q_PENDING,
  Q_OPENED, Q_END_WAITING, Q_DATA, Q_CONTROL, Q_BATCHED, Q_POS, Q_CLOSED_TOTAL,
- Q_RING_AT) = range(17)
-QUEUE_FIELDS = 17
+ Q_RING_AT, Q_MARKS_AHEAD) = range(18)
+QUEUE_FIELDS = 18
 RING_RECORD = 2  # a closed batch's record in ``ring_rec``: its count, its first index
 
 # ------------------------------------------------------------- buffer fields

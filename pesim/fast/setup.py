@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from dtg.pe.fabric import FabricConfig
-from dtg.pe.ir import PeModule
+from dtg.pe.ir import PeModule, PeProgram
 from dtg.pesim.fast import calendar, kernel
 from dtg.pesim.fast.errors import E_LEAVES_MESH, E_NO_ROUTE_DOWN, E_NO_ROUTE_ENTRY
 from dtg.pesim.fast.layout import (
@@ -159,7 +159,8 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         depth = pinfo.stack + STACK_EXTRA
         core[k, STACK] = stack_size
         stack_size += depth
-        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * activations(c.code.program)
+        triggers = len(pinfo.colors) * (cap + 1) + 8 + 2 * activations(c.code.program) + \
+            ring_triggers(c.code.program)
         core[k, TRIGGERS], core[k, TRIGGER_CAP] = trig_size, triggers
         trig_size += triggers
         core[k, PROFILE] = prof_size
@@ -383,6 +384,12 @@ def first_variant(tables: Tables, prog: int, module: PeModule) -> int:
     if first_config >= len(tables.configs):
         return 0
     return int(tables.configs[first_config, 4])
+
+
+def ring_triggers(program: PeProgram) -> int:
+    """Triggers a program's landing rings may have pending beyond one per color: per
+    ring of N, N closed batches and N end marks landed ahead."""
+    return sum(2 * t.ring for t in program.tasks if t.batch is not None and t.ring > 1)
 
 
 def activations(program) -> int:

@@ -334,3 +334,54 @@ def test_bad_rings_are_rejected(change: tuple[str, str], message: str) -> None:
     text = groups("sparse", 2, ring=2).replace(*change)
     with pytest.raises(SimulationError, match=message):
         build(text)
+
+
+MARKS = """
+module marks
+mesh PE[1, 1]
+input A KIND color 0 { A[i = 0:LAST, j = 0:3] -> [PE[0, -1] -> index[i, j]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float32 a[ROWS][4] store B;
+  array float32 land[LAND];
+  int row = 0;
+  int n = 0;
+  int w = 0;
+  route 0: N -> RAMP;
+  task got data color 0 SPARSE batch 4 land land RING {
+    for (k = 0; k <= count - 1; k++) {
+      a[row][n + k] = land[slot + k];
+    }
+    n += count;
+    for (q = 1; q <= 100; q++) {
+      w += 1;
+    }
+  }
+  task next control color 0 {
+    row += 1;
+    n = 0;
+  }
+}
+"""
+
+
+def marks_module(kind: str, rows: int, ring: int) -> str:
+    """A stream of ``rows`` groups of 4 in batches of 4 with a slow task, on a ring."""
+    return MARKS.replace("KIND", kind).replace("SPARSE", "sparse" if kind == "sparse" else "")\
+        .replace("LAST", str(rows - 1)).replace("ROWS", str(rows))\
+        .replace("LAND", str(4 * ring)).replace("RING", f"ring {ring}" if ring > 1 else "")
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("ring", [1, 2, 8])
+def test_end_marks_land_ahead_of_their_control_tasks_at_most_a_ring_deep(kind: str,
+                                                                         ring: int) -> None:
+    # (sparse: the first row full, the rest empty groups, nothing but end marks)
+    a = np.zeros((24, 4), np.float32)
+    a[0] = [1, 2, 3, 4]
+    if kind == "dense":
+        a = np.arange(1, 97, dtype=np.float32).reshape(24, 4)
+    result = sim(marks_module(kind, 24, ring), {"A": a}, {"B": ((24, 4), "float32")})
+    assert np.array_equal(result.outputs["B"], a)
+    tasks = result.pes[(0, 0)].tasks
+    assert tasks["next"][0] == 24 and tasks["got"][0] == (24 if kind == "dense" else 1)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.long
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pesim_support import build, groups  # noqa: E402  (the pesim tests' module texts)
-from test_pesim_batches import RINGS, SPARSE, ring_module  # noqa: E402
+from test_pesim_batches import RINGS, SPARSE, marks_module, ring_module  # noqa: E402
 
 
 def both_engines(program: Path, *, simd: bool, seed: int = 0, arrival: str = "batched",
@@ -186,3 +186,18 @@ def test_a_once_ring_fails_alike() -> None:
             run(module, {"A": a}, outputs)
         errors.append(str(found.value))
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("ring", [2, 8])
+def test_end_marks_landed_ahead_run_the_same(kind: str, ring: int) -> None:
+    """Rings land up to N end marks ahead of their control tasks: on a sparse stream
+    with many empty groups too (the compiled engine's trigger heap holds them)."""
+    a = np.zeros((32, 4), np.float32)
+    a[0] = [1, 2, 3, 4]
+    if kind == "dense":
+        a = np.arange(1, 129, dtype=np.float32).reshape(32, 4)
+    module = build(marks_module(kind, 32, ring))
+    outputs = {"B": TensorInfo((32, 4), "float32")}
+    assert_same_run(sim.simulate(module, {"A": a}, outputs),
+                    engine.simulate(module, {"A": a}, outputs))
