@@ -74,11 +74,9 @@ from dtg.pesim.fast.layout import (
     Q_CONTROL,
     Q_CORE,
     Q_DATA,
-    Q_RING_AT,
     QUEUE_FIELDS,
     QUEUES,
     RAMPS,
-    RING_RECORD,
     SETTINGS,
     SETUP,
     STACK,
@@ -99,6 +97,7 @@ from dtg.pesim.fast.setup import (
     STACK_EXTRA,
     activations,
     first_variant,
+    ring_offsets,
     ring_triggers,
     sink_tables,
 )
@@ -161,7 +160,7 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
     ramp_parts: list[np.ndarray] = []
     queue_parts: list[np.ndarray] = []
     counters = dict.fromkeys(("env", "stack", "triggers", "profile", "arrays", "size16",
-                              "size32", "configured", "ramps", "queues", "rings"), 0)
+                              "size32", "configured", "ramps", "queues"), 0)
     first = 0
     per_program = []
     for prog, program in enumerate(module.programs):
@@ -250,14 +249,6 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
         q[:, :, Q_DATA] = qrows[:, 1]
         q[:, :, Q_CONTROL] = qrows[:, 2]
         q[:, :, Q_BATCHED] = qrows[:, 3]
-        # the batched queues' records of closed batches, RING_RECORD per ring slot
-        rings = np.array([RING_RECORD * int(tables.tasks[d, 10]) if b else 0
-                          for d, b in zip(qrows[:, 1], qrows[:, 3], strict=True)],
-                         dtype=np.int64)
-        per_core = int(rings.sum())
-        q[:, :, Q_RING_AT] = (counters["rings"] + index * per_core)[:, None] + \
-            (np.cumsum(rings) - rings)[None, :]
-        counters["rings"] += count * per_core
         queue_parts.append(q.reshape(-1, QUEUE_FIELDS))
         core[block, RAMPS] = counters["ramps"] + index * len(pinfo.sends)
         counters["ramps"] += count * len(pinfo.sends)
@@ -500,7 +491,7 @@ def build(module: PeModule, inputs: dict[str, np.ndarray], outputs: dict[str, Te
         fifo_value=np.zeros(nq * cap), fifo_index=np.full(nq * cap, NO_INDEX, dtype=np.int64),
         fifo_end=np.zeros(nq * cap, dtype=np.int8),
         queue_waiters=np.zeros(nq * MAX_WAITERS, dtype=np.int64),
-        ring_rec=np.zeros(counters["rings"], dtype=np.int64),
+        ring_rec=np.zeros(ring_offsets(queue, tables), dtype=np.int64),
         buffer=buffer, q_ready=q_ready, q_value=q_value, q_index=q_index, q_end=q_end,
         buffer_waiters=np.zeros(nb * MAX_WAITERS, dtype=np.int64),
         target_kind=target_kind, target_obj=target_obj, target_link=target_link,

@@ -128,7 +128,6 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     n = len(cores)
     core = rows(n, CORE_FIELDS)
     env_pool: list[int] = []
-    ring_size = 0
     stack_size = 0
     trig_size = 0
     prof_size = 0
@@ -192,9 +191,6 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
             entry = [0] * QUEUE_FIELDS
             entry[Q_CORE], entry[Q_COLOR], entry[Q_DATA] = k, color, data
             entry[Q_CONTROL], entry[Q_BATCHED] = control, batched
-            if batched:
-                entry[Q_RING_AT] = ring_size
-                ring_size += RING_RECORD * int(tables.tasks[data, 10])
             queues.append(entry)
 
     # ----------------------------------------------------------------- buffers
@@ -316,6 +312,7 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
     settings[F_DISPATCH], settings[F_SCALAR_OP] = config.task_dispatch, config.scalar_op
     settings[F_STARTUP], settings[F_LIMIT] = config.simd_startup, config.cycle_limit
     nq = len(queues)
+    queue = np.array(queues, dtype=np.int64).reshape(nq, QUEUE_FIELDS)
     state = State(
         g=g, error=np.zeros(ERROR_ARGS, dtype=np.int64),
         deferred=np.zeros(ERROR_ARGS, dtype=np.int64), settings=settings,
@@ -333,11 +330,11 @@ def from_run(run, module: PeModule, tables: Tables, config: FabricConfig
         mem16=(np.concatenate(mem16) if mem16 else np.zeros(0, dtype=np.uint16)),
         configured=np.array(configured, dtype=np.uint8),
         ramp=np.array(ramp, dtype=np.int64),
-        queue=np.array(queues, dtype=np.int64).reshape(nq, QUEUE_FIELDS),
+        queue=queue,
         fifo_value=np.zeros(nq * cap), fifo_index=np.full(nq * cap, NO_INDEX, dtype=np.int64),
         fifo_end=np.zeros(nq * cap, dtype=np.int8),
         queue_waiters=np.zeros(nq * MAX_WAITERS, dtype=np.int64),
-        ring_rec=np.zeros(ring_size, dtype=np.int64),
+        ring_rec=np.zeros(ring_offsets(queue, tables), dtype=np.int64),
         buffer=buffer, q_ready=q_ready, q_value=q_value, q_index=q_index, q_end=q_end,
         buffer_waiters=np.zeros(nb * MAX_WAITERS, dtype=np.int64),
         target_kind=target_kind, target_obj=target_obj, target_link=target_link,
@@ -384,6 +381,15 @@ def first_variant(tables: Tables, prog: int, module: PeModule) -> int:
     if first_config >= len(tables.configs):
         return 0
     return int(tables.configs[first_config, 4])
+
+
+def ring_offsets(queue: np.ndarray, tables: Tables) -> int:
+    """Each batched queue's first record in the pool of ring records (``Q_RING_AT``:
+    RING_RECORD per slot of its ring, in queue order), and the pool's size."""
+    sizes = np.where(queue[:, Q_BATCHED] != 0,
+                     RING_RECORD * tables.tasks[np.maximum(queue[:, Q_DATA], 0), 10], 0)
+    queue[:, Q_RING_AT] = np.cumsum(sizes) - sizes
+    return int(sizes.sum())
 
 
 def ring_triggers(program: PeProgram) -> int:
