@@ -451,15 +451,19 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
                                        layout.groups), None))
                 continue
             keep = copy
-            work += keep.cycles(layout.land.dtype) + keep.guard_cycles(layout.context)
-        cycles, busy = groupbatch.batch_cycles(layout, work, sparse=flow.kind == "sparse",
-                                               once=once, period=period,
-                                               streams=len(tg.inputs))
-        note = f"{what}: {counted(layout.batches, 'batch', 'batches')} of {work} cycles of work"
         batch = Batch(flow.name, layout.slot, layout.land, layout.context,
                       tuple(t for t, _ in chosen), tuple((t.name, d) for t, d in chosen),
                       keep=keep, once=once, groups=layout.groups, fixed=layout.fixed,
                       first=layout.first, ring=ring)
+        if keep is not None and lands_in_place(batch, memory.of(flow.tensor)):
+            # (in the tensor's array: one slot, the array's, and no copy)
+            batch = replace(batch, ring=1, once=flow.kind == "sparse" and layout.batches == 1)
+        elif keep is not None:
+            work += keep.cycles(layout.land.dtype) + keep.guard_cycles(layout.context)
+        cycles, busy = groupbatch.batch_cycles(layout, work, sparse=flow.kind == "sparse",
+                                               once=batch.once, period=period,
+                                               streams=len(tg.inputs))
+        note = f"{what}: {counted(layout.batches, 'batch', 'batches')} of {work} cycles of work"
         made.append((Candidate(layout.slot, cycles, note, busy, layout.groups,
                                layout.batches), batch))
     return made
@@ -482,14 +486,20 @@ def landing_ring(sparse: bool, runs: int, slot_bytes: int, room: int) -> tuple[i
 
 def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
     """Whether every batch's wavelets go, as they land, exactly where the PE keeps them
-    (``kept``): the kept box is the whole window, at the start of the tensor's array."""
+    (``kept``): the kept box is the whole batch (a window, or its whole groups) in the
+    landing array's order, at the start of the tensor's array."""
     keep = batch.keep
+    slots = batch.size * (batch.groups or 1)
     return keep is not None and kept is not None and not keep.variants and \
-        batch.groups is None and \
-        keep.sizes == (batch.size,) and \
-        keep.dst_strides == (1,) and keep.src_strides == (1,) and \
+        keep.length is None and prod(keep.sizes) == slots and \
+        keep.dst_strides == keep.src_strides == _row_major(keep.sizes) and \
         keep.dst_base == IConst(0) and keep.src_base == IConst(0) and \
-        prod(kept.size) >= batch.size and kept.dtype == batch.land.dtype
+        prod(kept.size) >= slots and kept.dtype == batch.land.dtype
+
+
+def _row_major(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a dense row-major box of ``sizes``."""
+    return tuple(prod(sizes[d + 1:]) for d in range(len(sizes)))
 
 
 def batch_window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:

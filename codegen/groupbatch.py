@@ -38,10 +38,12 @@ MAX_GROUP_SLOTS = 1024  # elements of a landing array of whole groups
 # the end-mark control task a batch of whole groups saves per group: its dispatch and
 # its counting (the group counter, a dense stream's position, the pending marks)
 CONTROL_WORK = 3
-# a batch's own counting where a PE runs several or has several streams: the group
-# counter or the pending end marks, the test for the last (with one batch of the only
-# stream, the counter is dead code, left out)
-COUNTING = 4
+# a batch's own counting: the group counter where a PE runs several batches (with one,
+# it is dead code, left out), and the pending end marks and the test for the last where
+# the program has several streams (else the test of the group counter for the last)
+GROUP_COUNTER = 1
+PENDING = 3
+LAST_GROUP = 2
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,17 @@ def batch_cycles(layout: GroupLayout, work: int, *, sparse: bool, once: bool, pe
     runs the previous one (``streams``: input streams of the program, whose end marks
     a PE counts when there are several)."""
     per_batch = dispatch() + work + clearing(layout, sparse, once) + (
-        COUNTING if layout.batches > 1 or streams > 1 else 0)
+        counting(layout.batches, streams))
     arriving = layout.groups * (layout.slot + 1) * period
     busy = layout.batches * per_batch
     return max(arriving + busy, layout.batches * arriving + per_batch), busy
+
+
+def counting(batches: int, streams: int) -> int:
+    """What a batch of whole groups spends counting (see :data:`GROUP_COUNTER`)."""
+    if batches > 1:
+        return GROUP_COUNTER + (PENDING if streams > 1 else LAST_GROUP)
+    return PENDING if streams > 1 else 0
 
 
 def control_cycles(flow: InputFlow, groups: int) -> int:

@@ -86,3 +86,22 @@ def test_random_bands_compute_the_program(case: dict[str, object]) -> None:
         path = _band(Path(tmp), **case)  # type: ignore[arg-type]
         outcome = run_program(path, seed=3)
         assert outcome.comparison.verified and outcome.comparison.exact, case
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_whole_groups_kept_in_their_landing_order_land_in_place(engine: str) -> None:
+    """Both operands of a matrix product stream in and are kept whole: each PE's batch of
+    whole groups lands in the tensor's own array (the copy would be the identity), with
+    no landing array and no copy."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels" / \
+        "matmul_two_streams.lair"
+    c = compile_file(path)
+    assert c.module is not None
+    compute = next(p for p in c.module.programs if p.name == "compute")
+    lands = {t.name: t.land for t in compute.tasks if t.batch is not None}
+    assert lands == {"on_A": "A_local", "on_B": "B_local"}
+    assert not any(a.name.startswith("land_") for a in compute.arrays)
+    assert not any(cfg.name.startswith("keep_") for cfg in compute.configs)
+    for seed in (0, 1):
+        outcome = run_program(path, seed=seed, engine=engine)
+        assert outcome.comparison.verified and outcome.comparison.exact
