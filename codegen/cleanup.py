@@ -10,7 +10,7 @@ drops the ``int``s no expression reads, with their assignments, until none is le
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 import islpy as isl
@@ -50,6 +50,25 @@ def drop_unread_ints(program: PeProgram) -> PeProgram:
         program = replace(
             program, ints=tuple(v for v in program.ints if v.name not in dead),
             tasks=tuple(replace(t, body=_without(t.body, dead)) for t in program.tasks))
+
+
+def drop_unrun_configs(program: PeProgram) -> PeProgram:
+    """``program`` without the SIMD configurations no ``run`` names (their runs were on
+    branches the PEs settled away): a PE sets up no configuration for nothing."""
+    run = set(_run_configs(t.body for t in program.tasks))
+    return replace(program, configs=tuple(c for c in program.configs if c.name in run))
+
+
+def _run_configs(bodies: Iterable[tuple[Stmt, ...]]) -> Iterator[str]:
+    for body in bodies:
+        for s in body:
+            match s:
+                case Run(config, _, _, _, _):
+                    yield config
+                case If(_, then, orelse, _):
+                    yield from _run_configs((then, orelse))
+                case For(_, _, _, inner):
+                    yield from _run_configs((inner,))
 
 
 def _without(body: tuple[Stmt, ...], dead: set[str]) -> tuple[Stmt, ...]:

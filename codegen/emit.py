@@ -22,7 +22,12 @@ from dtg.codegen.batching import (
     in_first_window,
     lands_in_place,
 )
-from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs, settle_pe_branches
+from dtg.codegen.cleanup import (
+    drop_unread_ints,
+    drop_unrun_configs,
+    merge_adjacent_ifs,
+    settle_pe_branches,
+)
 from dtg.codegen.configure import guard_configurations
 from dtg.codegen.cost import elementwise_simd_pays
 from dtg.codegen.gathering import Gathering
@@ -114,15 +119,15 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                 for o in tg.outputs for s in [tg.mapping.stream(o.tensor)] if s is not None]
     programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
     # (guards first: they read the variant expressions hoisting moves into variables)
-    programs = [drop_unread_ints(merge_adjacent_ifs(_hoisted(settle_pe_branches(
-        guard_configurations(p))))) for p in programs]
+    programs = [drop_unrun_configs(drop_unread_ints(merge_adjacent_ifs(_hoisted(
+        settle_pe_branches(guard_configurations(p)))))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
-    programs.append(drop_unread_ints(merge_adjacent_ifs(_hoisted(settle_pe_branches(
-        guard_configurations(compute, task_pes=builder.task_pes),
-        task_pes=builder.task_pes)))))
+    programs.append(drop_unrun_configs(drop_unread_ints(merge_adjacent_ifs(_hoisted(
+        settle_pe_branches(guard_configurations(compute, task_pes=builder.task_pes),
+                           task_pes=builder.task_pes))))))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dtg.codegen.cleanup import drop_unread_ints, merge_adjacent_ifs
+from dtg.codegen.cleanup import drop_unread_ints, drop_unrun_configs, merge_adjacent_ifs
 from dtg.pe.parser import parse_module
 from dtg.pe.printer import program as program_text
 from dtg.pe.printer import task as task_text
@@ -188,3 +188,27 @@ def test_a_test_the_tests_around_it_settle_is_dropped() -> None:
     body = text.split("task main {", 1)[1]
     assert body.count("if static") == 1 and "n = 2;" not in body
     assert "n = 3;" in body and "n = 4;" in body and "PE_Y == 5" not in body
+
+
+def test_configurations_no_run_names_are_dropped() -> None:
+    text = """
+module m
+mesh PE[2, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  array float32 a[4];
+  simd used [4]: a[i0] = a[i0] + a[i0];
+  simd nested [4]: a[i0] = a[i0] * a[i0];
+  simd settled_away [4] if (false): a[i0] = max(a[i0], a[i0]);
+  task main {
+    run used {a: 0};
+    if static (PE_X == 0) {
+      for (k = 0; k <= 1; k++) {
+        run nested {a: 0};
+      }
+    }
+  }
+}
+"""
+    program = drop_unrun_configs(parse_module(text).programs[0])
+    assert [c.name for c in program.configs] == ["used", "nested"]
