@@ -413,12 +413,14 @@ class PeModule:
 # ------------------------------------------------------------------------- renaming
 
 
-def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...]:
-    """``stmts`` with the array ``old`` (loads, stores, SIMD bases) called ``new``."""
+def _map_arrays(stmts: tuple[Stmt, ...], load: Callable[[Load], Load],
+                base: Callable[[str, IExpr], tuple[str, IExpr]]) -> tuple[Stmt, ...]:
+    """``stmts`` with every element access rewritten by ``load`` and every SIMD operand
+    (array, base offset) by ``base``."""
     def fexpr(e: FExpr) -> FExpr:
         match e:
-            case Load(array, index):
-                return Load(new if array == old else array, index)
+            case Load():
+                return load(e)
             case FBin(op, lhs, rhs):
                 return FBin(op, fexpr(lhs), fexpr(rhs))
             case FNeg(operand):
@@ -428,58 +430,40 @@ def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...
     def stmt(s: Stmt) -> Stmt:
         match s:
             case Store(target, op, value):
-                renamed = fexpr(target)
-                assert isinstance(renamed, Load)
-                return Store(renamed, op, fexpr(value))
+                return Store(load(target), op, fexpr(value))
             case Send(color, value, index):
                 return Send(color, fexpr(value), index)
             case Run(config, bases, scalar, variant, length):
-                return Run(config, tuple((new if a == old else a, b) for a, b in bases),
+                return Run(config, tuple(base(a, b) for a, b in bases),
                            None if scalar is None else fexpr(scalar), variant, length)
             case If(cond, then, orelse, static):
-                return If(cond, rename_array(then, old, new), rename_array(orelse, old, new),
+                return If(cond, _map_arrays(then, load, base), _map_arrays(orelse, load, base),
                           static)
             case For(var, lo, hi, body):
-                return For(var, lo, hi, rename_array(body, old, new))
+                return For(var, lo, hi, _map_arrays(body, load, base))
         return s
 
     return tuple(stmt(s) for s in stmts)
+
+
+def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...]:
+    """``stmts`` with the array ``old`` (loads, stores, SIMD bases) called ``new``."""
+    return _map_arrays(
+        stmts, lambda e: Load(new, e.index) if e.array == old else e,
+        lambda a, b: (new if a == old else a, b))
 
 
 def move_array(stmts: tuple[Stmt, ...], name: str, move: Callable[[IExpr], IExpr]
                ) -> tuple[Stmt, ...]:
     """``stmts`` with every access to the one-dimensional array ``name`` (loads, stores,
     SIMD bases) at ``move`` of its offset."""
-    def fexpr(e: FExpr) -> FExpr:
-        match e:
-            case Load(array, index) if array == name:
-                assert len(index) == 1, f"{name} is not one-dimensional"
-                return Load(array, (move(index[0]),))
-            case FBin(op, lhs, rhs):
-                return FBin(op, fexpr(lhs), fexpr(rhs))
-            case FNeg(operand):
-                return FNeg(fexpr(operand))
-        return e
+    def load(e: Load) -> Load:
+        if e.array != name:
+            return e
+        assert len(e.index) == 1, f"{name} is not one-dimensional"
+        return Load(name, (move(e.index[0]),))
 
-    def stmt(s: Stmt) -> Stmt:
-        match s:
-            case Store(target, op, value):
-                moved = fexpr(target)
-                assert isinstance(moved, Load)
-                return Store(moved, op, fexpr(value))
-            case Send(color, value, index):
-                return Send(color, fexpr(value), index)
-            case Run(config, bases, scalar, variant, length):
-                return Run(config, tuple((a, move(b) if a == name else b) for a, b in bases),
-                           None if scalar is None else fexpr(scalar), variant, length)
-            case If(cond, then, orelse, static):
-                return If(cond, move_array(then, name, move), move_array(orelse, name, move),
-                          static)
-            case For(var, lo, hi, body):
-                return For(var, lo, hi, move_array(body, name, move))
-        return s
-
-    return tuple(stmt(s) for s in stmts)
+    return _map_arrays(stmts, load, lambda a, b: (a, move(b) if a == name else b))
 
 
 def rename_config(c: SimdConfig, old: str, new: str) -> SimdConfig:

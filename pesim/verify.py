@@ -688,7 +688,8 @@ class _Verifier:
         for name in iexpr_names(e):
             if name not in scope:
                 hint = ("; 'index' exists only in sparse data tasks" if name.startswith("index")
-                        else "")
+                        else f"; '{name}' exists only in batched data tasks"
+                        if name in ("count", "slot") else "")
                 raise self.fail(f"{where} uses unknown integer '{name}'{hint}", *key)
         for div in iexpr_divisions(e):
             if not isinstance(div.rhs, IConst) or div.rhs.value <= 0:

@@ -482,6 +482,17 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
 
 
 @internal
+def _task_error(s: State, code: int, c: int, task: int, color: int, arg: int) -> None:
+    """Fail with a batched task's error (its core, the task, its color, an argument)."""
+    s.error[0] = code
+    s.error[1] = c
+    s.error[2] = task
+    s.error[3] = color
+    s.error[4] = arg
+    raise FastError()
+
+
+@internal
 def _open_slot(s: State, p: Program, q: int, task: int) -> int:
     """``Core.open_slot``: where the open batch lands in the landing array."""
     return s.queue[q, Q_CLOSED_TOTAL] % p.tasks[task, 10] * p.tasks[task, 4] * max(
@@ -512,12 +523,7 @@ def _open_batch(s: State, p: Program, q: int, c: int, task: int, land_slot: int,
         return
     if p.tasks[task, 6]:  # once
         if s.queue[q, Q_OPENED] >= p.tasks[task, 10]:
-            s.error[0] = E_ONCE_TWICE
-            s.error[1] = c
-            s.error[2] = task
-            s.error[3] = s.queue[q, Q_COLOR]
-            s.error[4] = index
-            raise FastError()
+            _task_error(s, E_ONCE_TWICE, c, task, s.queue[q, Q_COLOR], index)
         s.queue[q, Q_OPENED] += 1
         return
     at = _open_slot(s, p, q, task)
@@ -552,21 +558,12 @@ def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int
             continue
         if sparse:
             if index == NO_INDEX:
-                s.error[0] = E_SPARSE_NO_INDEX
-                s.error[1] = c
-                s.error[2] = task
-                s.error[3] = s.queue[q, Q_COLOR]
-                raise FastError()
+                _task_error(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
             k = index
         else:
             k = s.queue[q, Q_POS]
         if not 0 <= k < size:
-            s.error[0] = E_GROUP_SLOT
-            s.error[1] = c
-            s.error[2] = task
-            s.error[3] = s.queue[q, Q_COLOR]
-            s.error[4] = k
-            raise FastError()
+            _task_error(s, E_GROUP_SLOT, c, task, s.queue[q, Q_COLOR], k)
         store_element(s, p, c, array_row, land_slot,
                       _open_slot(s, p, q, task) + s.queue[q, Q_BASE] * size + k, value)
         s.queue[q, Q_POS] += 1
@@ -580,11 +577,7 @@ def _window(s: State, p: Program, c: int, q: int, task: int, index: int, land_sl
     ``batch`` indices (aligned to multiples of it), opening one if there is none."""
     batch = p.tasks[task, 4]
     if index == NO_INDEX:
-        s.error[0] = E_SPARSE_NO_INDEX
-        s.error[1] = c
-        s.error[2] = task
-        s.error[3] = s.queue[q, Q_COLOR]
-        raise FastError()
+        _task_error(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
     if not s.queue[q, Q_HAS_BASE]:
         _open_batch(s, p, q, c, task, land_slot, array_row, index)
         s.queue[q, Q_BASE] = batch * (index // batch)
@@ -592,12 +585,7 @@ def _window(s: State, p: Program, c: int, q: int, task: int, index: int, land_sl
         return True
     base = s.queue[q, Q_BASE]
     if index < base:
-        s.error[0] = E_SPARSE_ORDER
-        s.error[1] = c
-        s.error[2] = task
-        s.error[3] = s.queue[q, Q_COLOR]
-        s.error[4] = index
-        raise FastError()
+        _task_error(s, E_SPARSE_ORDER, c, task, s.queue[q, Q_COLOR], index)
     return index < base + batch
 
 
