@@ -12,7 +12,7 @@ set up, so a wrong guard cannot go unnoticed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import islpy as isl
@@ -21,6 +21,7 @@ from dtg.codegen.islast import condition_of
 from dtg.codegen.scancheck import ScanError, cond_set, quasi_affine
 from dtg.mapping import poly
 from dtg.pe.ir import (
+    Array,
     Cond,
     For,
     IExpr,
@@ -28,6 +29,8 @@ from dtg.pe.ir import (
     IVar,
     PeProgram,
     Run,
+    SimdConfig,
+    SimdOperand,
     Stmt,
 )
 from dtg.pe.walk import cond_names, iexpr_names
@@ -150,3 +153,71 @@ def _constant(k: int, where: isl.Set) -> isl.PwAff:
     ls = isl.LocalSpace.from_space(where.get_space())
     return isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls).set_constant_val(
         isl.Val.int_from_si(where.get_ctx(), k)))
+
+
+def share_configurations(program: PeProgram) -> PeProgram:
+    """``program`` with one configuration for instructions that differ only in the
+    arrays they are on (the same operation, sizes, strides, colors and element types,
+    and the same operands on one array): the others' runs bind its operands to their
+    arrays, as a CSL program points one DSD at another base address. A PE sets up
+    fewer configurations (a budget of 8 counts them) and spends fewer cycles on them."""
+    arrays = {a.name: a for a in program.arrays}
+    first: dict[tuple[object, ...], SimdConfig] = {}
+    shared: dict[str, tuple[SimdConfig, SimdConfig]] = {}  # name -> (its, the shared one)
+    for c in program.configs:
+        one = first.setdefault(_shape(c, arrays), c)
+        if one is not c:
+            shared[c.name] = (c, one)
+    if not shared:
+        return program
+
+    def run(s: Run) -> Run:
+        if s.config not in shared:
+            return s
+        mine, one = shared[s.config]
+        bases = dict(s.bases)
+        pairs = [(o.array, m.array) for o, m in zip(_operands(one), _operands(mine),
+                                                     strict=True)
+                 if o.kind == "array" and o.array and m.array]
+        names = dict.fromkeys(pairs)  # (one operand per array, in operand order)
+        return replace(s, config=one.name,
+                       bases=tuple((o, bases[m]) for o, m in names),
+                       arrays=tuple((o, s.array(m)) for o, m in names if s.array(m) != o))
+
+    tasks = tuple(replace(t, body=map_runs(t.body, run)) for t in program.tasks)
+    return replace(program, configs=tuple(c for c in program.configs if c.name not in shared),
+                   tasks=tasks)
+
+
+def _operands(c: SimdConfig) -> tuple[SimdOperand, ...]:
+    return (c.dst, *c.srcs)
+
+
+def _shape(c: SimdConfig, arrays: Mapping[str, Array]) -> tuple[object, ...]:
+    """What a configuration is but for the arrays it is on: two with the same shape can
+    be one. Array operands are described by their element type and the first operand
+    on the same array (so that a configuration's distinct arrays stay distinct)."""
+    operands = _operands(c)
+    described = []
+    for o in operands:
+        same = next(j for j, p in enumerate(operands) if p.array == o.array) if \
+            o.kind == "array" else None
+        array = arrays.get(o.array) if o.kind == "array" and o.array else None
+        dtype = array.dtype if array is not None else None
+        described.append((o.kind, o.strides, o.color, o.indexed, o.ends, dtype, same))
+    return (c.op, c.variants, c.guards, tuple(described))
+
+
+def map_runs(body: tuple[Stmt, ...], run: Callable[[Run], Run]) -> tuple[Stmt, ...]:
+    """``body`` with every ``run`` statement replaced by ``run`` of it."""
+    def stmt(s: Stmt) -> Stmt:
+        match s:
+            case Run():
+                return run(s)
+            case If(cond, then, orelse, static):
+                return If(cond, map_runs(then, run), map_runs(orelse, run), static)
+            case For(var, lo, hi, inner):
+                return For(var, lo, hi, map_runs(inner, run))
+        return s
+
+    return tuple(stmt(s) for s in body)

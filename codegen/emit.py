@@ -28,7 +28,7 @@ from dtg.codegen.cleanup import (
     merge_adjacent_ifs,
     settle_pe_branches,
 )
-from dtg.codegen.configure import guard_configurations
+from dtg.codegen.configure import guard_configurations, share_configurations
 from dtg.codegen.cost import elementwise_simd_pays
 from dtg.codegen.gathering import Gathering
 from dtg.codegen.hoist import hoist_invariants
@@ -107,12 +107,15 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
          reference: str | None, params: Sequence[tuple[str, int | str]] = (),
          simd: bool = True, simd_fill: bool = True,
          scalar_outputs: frozenset[str] | None = None,
-         arrivals: ArrivalPlan | None = None) -> PeModule:
+         arrivals: ArrivalPlan | None = None, share: bool = False) -> PeModule:
     """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
     ``simd_fill`` uses SIMD for initialization, and output, combining and exchange tasks
     use it except those named in ``scalar_outputs`` (``"out:y"``, ``"combine:y"``,
     ``"exchange:y"``);
-    ``arrivals`` names the dense streams whose wavelets are taken in batches."""
+    ``arrivals`` names the dense streams whose wavelets are taken in batches; with
+    ``share``, instructions that differ only in their arrays share one configuration
+    (:func:`share_configurations`)."""
+    shared = share_configurations if share else _unchanged
     streams = [StreamIO("input", f.tensor, f.kind, f.external_color, str(f.stream_relation))
                for f in tg.inputs if f.stream_relation is not None]
     streams += [StreamIO("output", s.tensor, s.kind, o.color, str(s.relation))
@@ -120,16 +123,21 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
     programs = adapter_programs(tg, batched=simd and (arrivals is None or arrivals.batched))
     # (guards first: they read the variant expressions hoisting moves into variables)
     programs = [drop_unrun_configs(drop_unread_ints(merge_adjacent_ifs(_hoisted(
-        settle_pe_branches(guard_configurations(p)))))) for p in programs]
+        settle_pe_branches(guard_configurations(shared(p))))))) for p in programs]
     builder = _ComputeBuilder(tg, memory, decisions, simd, simd and simd_fill,
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
     programs.append(drop_unrun_configs(drop_unread_ints(merge_adjacent_ifs(_hoisted(
-        settle_pe_branches(guard_configurations(compute, task_pes=builder.task_pes),
+        settle_pe_branches(guard_configurations(shared(compute),
+                                                task_pes=builder.task_pes),
                            task_pes=builder.task_pes))))))
     return PeModule(name, tg.mapping.width, tg.mapping.height, reference, tuple(params),
                     tuple(streams), tuple(programs))
+
+
+def _unchanged(program: PeProgram) -> PeProgram:
+    return program
 
 
 def _hoisted(program: PeProgram) -> PeProgram:

@@ -205,11 +205,11 @@ class Hoister:
 
     def stmt(self, s: Stmt) -> Stmt:
         match s:
-            case Run(config, bases, scalar, variant, length):
-                return Run(config, tuple((a, self.iexpr(b)) for a, b in bases),
-                           None if scalar is None else self.fexpr(scalar),
-                           None if variant is None else self.iexpr(variant),
-                           None if length is None else self.iexpr(length))
+            case Run(_, bases, scalar, variant, length):
+                return replace(s, bases=tuple((a, self.iexpr(b)) for a, b in bases),
+                               scalar=None if scalar is None else self.fexpr(scalar),
+                               variant=None if variant is None else self.iexpr(variant),
+                               length=None if length is None else self.iexpr(length))
             case If(cond, then, orelse, static):  # (a static test costs nothing: kept)
                 return If(cond if static else self.cond(cond), self.block(then),
                           self.block(orelse), static)

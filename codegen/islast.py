@@ -8,6 +8,7 @@ expressions, conditions and ``for``/``if`` statements.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import islpy as isl
@@ -449,11 +450,11 @@ def substitute_stmt(s: Stmt, env: dict[str, IExpr]) -> Stmt:
         case Send(color, value, index):
             return Send(color, substitute_fexpr(value, env),
                         None if index is None else substitute(index, env))
-        case Run(config, bases, scalar, variant, length):
-            return Run(config, tuple((a, substitute(b, env)) for a, b in bases),
-                       None if scalar is None else substitute_fexpr(scalar, env),
-                       None if variant is None else substitute(variant, env),
-                       None if length is None else substitute(length, env))
+        case Run(_, bases, scalar, variant, length):
+            return replace(s, bases=tuple((a, substitute(b, env)) for a, b in bases),
+                           scalar=None if scalar is None else substitute_fexpr(scalar, env),
+                           variant=None if variant is None else substitute(variant, env),
+                           length=None if length is None else substitute(length, env))
     return s
 
 

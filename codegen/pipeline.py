@@ -162,20 +162,27 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                         arrivals: ArrivalPlan | None = None
                         ) -> tuple[PeModule, dict[str, SimdDecision], ArrivalPlan]:
     """Emit the module within the SIMD configurations a PE has (§5.4): while a program
-    needs more, give up SIMD where it helps least, by the cost model: the initial
+    needs more, share configurations between instructions that differ only in their
+    arrays, then give up SIMD where it helps least, by the cost model: the initial
     fills, batches of arrivals, SIMD for compute tasks or for the output tasks, the
     least predicted saving per configuration first; each compute task records why."""
-    fill, scalar_outputs = True, frozenset[str]()
+    fill, scalar_outputs, share = True, frozenset[str](), False
     arrivals = arrivals or ArrivalPlan()
     tensors = [t.name for t in tg.model.graph.tensors]
     while True:
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
                       simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
-                      arrivals=arrivals)
+                      arrivals=arrivals, share=share)
         needed = max((configurations_per_pe(p) for p in module.programs), default=0)
         if needed <= max_configs:
             return module, decisions, arrivals
-        # First, size variants differing in their outermost dimension become one
+        # First, instructions that differ only in their arrays share a configuration:
+        # the same work, a scalar operation per array a run binds. (Not before: a bound
+        # run in a task that runs per wavelet could cost more than the configuration.)
+        if not share:
+            share = True
+            continue
+        # Then, size variants differing in their outermost dimension become one
         # configuration cut to a run-time length: the same work, fewer configurations.
         cuttable = [t for t, d in decisions.items()
                     if d.used and d.length is not None and not d.by_length]

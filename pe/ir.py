@@ -206,13 +206,23 @@ class Run:
     for a configuration with several size variants, the variant to select, and
     optionally a ``length``: the instruction covers only the first ``length`` values of
     its outermost dimension larger than 1 (:func:`cut_dimension`; a DSD length set at
-    run time, as CSL's ``@set_dsd_length``), from 1 to the variant's size there."""
+    run time, as CSL's ``@set_dsd_length``), from 1 to the variant's size there.
+
+    ``bases`` are keyed by the configuration's array operands. ``arrays`` binds some of
+    them to other arrays of the same type for this run (``{h_local -> a_local: 8}``), as
+    a CSL program points a DSD at another base address: one configuration serves
+    instructions that differ only in the arrays they read and write."""
 
     config: str
     bases: tuple[tuple[str, IExpr], ...]
     scalar: FExpr | None = None
     variant: IExpr | None = None
     length: IExpr | None = None
+    arrays: tuple[tuple[str, str], ...] = ()
+
+    def array(self, operand: str) -> str:
+        """The array the configuration's array operand ``operand`` is on in this run."""
+        return next((a for o, a in self.arrays if o == operand), operand)
 
 
 Stmt = Store | SetInt | For | If | Send | SendEnd | Activate | Run
@@ -414,9 +424,11 @@ class PeModule:
 
 
 def _map_arrays(stmts: tuple[Stmt, ...], load: Callable[[Load], Load],
-                base: Callable[[str, IExpr], tuple[str, IExpr]]) -> tuple[Stmt, ...]:
-    """``stmts`` with every element access rewritten by ``load`` and every SIMD operand
-    (array, base offset) by ``base``."""
+                base: Callable[[str, str, IExpr], tuple[str, IExpr]],
+                rename: Callable[[str], str] = lambda a: a) -> tuple[Stmt, ...]:
+    """``stmts`` with every element access rewritten by ``load``, every SIMD operand
+    (its array in the run, the configuration's operand name, base offset) by ``base``
+    (to the operand's new name and base) and every array a run binds by ``rename``."""
     def fexpr(e: FExpr) -> FExpr:
         match e:
             case Load():
@@ -433,24 +445,28 @@ def _map_arrays(stmts: tuple[Stmt, ...], load: Callable[[Load], Load],
                 return Store(load(target), op, fexpr(value))
             case Send(color, value, index):
                 return Send(color, fexpr(value), index)
-            case Run(config, bases, scalar, variant, length):
-                return Run(config, tuple(base(a, b) for a, b in bases),
-                           None if scalar is None else fexpr(scalar), variant, length)
+            case Run(_, bases, scalar):
+                return replace(s, bases=tuple(base(s.array(a), a, b) for a, b in bases),
+                               scalar=None if scalar is None else fexpr(scalar),
+                               arrays=tuple((rename(o), rename(a)) for o, a in s.arrays
+                                            if rename(o) != rename(a)))
             case If(cond, then, orelse, static):
-                return If(cond, _map_arrays(then, load, base), _map_arrays(orelse, load, base),
-                          static)
+                return If(cond, _map_arrays(then, load, base, rename),
+                          _map_arrays(orelse, load, base, rename), static)
             case For(var, lo, hi, body):
-                return For(var, lo, hi, _map_arrays(body, load, base))
+                return For(var, lo, hi, _map_arrays(body, load, base, rename))
         return s
 
     return tuple(stmt(s) for s in stmts)
 
 
 def rename_array(stmts: tuple[Stmt, ...], old: str, new: str) -> tuple[Stmt, ...]:
-    """``stmts`` with the array ``old`` (loads, stores, SIMD bases) called ``new``."""
+    """``stmts`` with the array ``old`` (loads, stores, SIMD bases and bindings) called
+    ``new``."""
     return _map_arrays(
         stmts, lambda e: Load(new, e.index) if e.array == old else e,
-        lambda a, b: (new if a == old else a, b))
+        lambda _, o, b: (new if o == old else o, b),
+        lambda a: new if a == old else a)
 
 
 def move_array(stmts: tuple[Stmt, ...], name: str, move: Callable[[IExpr], IExpr]
@@ -463,12 +479,21 @@ def move_array(stmts: tuple[Stmt, ...], name: str, move: Callable[[IExpr], IExpr
         assert len(e.index) == 1, f"{name} is not one-dimensional"
         return Load(name, (move(e.index[0]),))
 
-    return _map_arrays(stmts, load, lambda a, b: (a, move(b) if a == name else b))
+    return _map_arrays(stmts, load, lambda a, o, b: (o, move(b) if a == name else b))
 
 
 def rename_config(c: SimdConfig, old: str, new: str) -> SimdConfig:
     """``c`` with its operands on the array ``old`` on ``new``."""
     def operand(o: SimdOperand) -> SimdOperand:
         return replace(o, array=new) if o.kind == "array" and o.array == old else o
+
+    return replace(c, dst=operand(c.dst), srcs=tuple(operand(o) for o in c.srcs))
+
+
+def bind_config(c: SimdConfig, run: Run) -> SimdConfig:
+    """``c`` on the arrays ``run`` binds its operands to (the configuration a run with
+    bindings executes)."""
+    def operand(o: SimdOperand) -> SimdOperand:
+        return replace(o, array=run.array(o.array)) if o.kind == "array" and o.array else o
 
     return replace(c, dst=operand(c.dst), srcs=tuple(operand(o) for o in c.srcs))

@@ -558,7 +558,10 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
 
     def run_stmt(self, meta: Any, children: list[Any]) -> Stmt:
         name, variant, length, bases, scalar = children
-        return self._stmt(Run(str(name), bases, scalar, variant, length), meta)
+        arrays = tuple((operand, str(array)) for operand, array, _ in bases
+                       if array is not None)
+        return self._stmt(Run(str(name), tuple((operand, e) for operand, _, e in bases),
+                              scalar, variant, length, arrays), meta)
 
     def variant(self, meta: Any, children: list[IExpr]) -> IExpr:
         return children[0]
@@ -566,11 +569,13 @@ class _ToIr(Transformer_NonRecursive[Token, Any]):
     def length(self, meta: Any, children: list[IExpr]) -> IExpr:
         return children[0]
 
-    def bases(self, meta: Any, children: list[Any]) -> tuple[tuple[str, IExpr], ...]:
+    def bases(self, meta: Any, children: list[Any]
+              ) -> tuple[tuple[str, str | None, IExpr], ...]:
         return tuple(c for c in children if c is not None)
 
-    def base(self, meta: Any, children: list[Any]) -> tuple[str, IExpr]:
-        return str(children[0]), children[1]
+    def base(self, meta: Any, children: list[Any]) -> tuple[str, str | None, IExpr]:
+        operand, array, e = children
+        return str(operand), None if array is None else str(array), e
 
     def run_scalar(self, meta: Any, children: list[FExpr]) -> FExpr:
         return children[0]

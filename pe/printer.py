@@ -151,7 +151,10 @@ def stmt(s: Stmt, indent: str = "") -> list[str]:
                 text += f" variant({iexpr(variant)})"
             if length is not None:
                 text += f" length({iexpr(length)})"
-            text += " {" + ", ".join(f"{a}: {iexpr(b)}" for a, b in bases) + "}"
+            bound = dict(s.arrays)
+            text += " {" + ", ".join(
+                f"{a}{f' -> {bound[a]}' if a in bound else ''}: {iexpr(b)}" for a, b in bases
+            ) + "}"
             if scalar is not None:
                 text += f" ({fexpr(scalar)})"
             return [f"{indent}{text};"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from dtg.pe.ir import (
     Stmt,
     Store,
     Task,
+    bind_config,
     cut_dimension,
 )
 from dtg.pe.walk import address_ops, cond_ops, iexpr_ops
@@ -431,10 +432,12 @@ class ProgramCode:
 
     def run(self, s: Run) -> Code:
         info = self.simd[s.config]
+        if s.arrays:  # (the same variants and offsets, on the arrays the run binds)
+            info = replace(info, config=bind_config(info.config, s))
         variant = compile_iexpr(s.variant) if s.variant is not None else None
         length = compile_iexpr(s.length) if s.length is not None else None
-        bases = dict((name, compile_iexpr(e)) for name, e in s.bases)
-        op_cost = sum(iexpr_ops(e) for _, e in s.bases)
+        bases = dict((s.array(name), compile_iexpr(e)) for name, e in s.bases)
+        op_cost = sum(iexpr_ops(e) for _, e in s.bases) + len(s.arrays)
         for chosen in (s.variant, s.length):
             if chosen is not None:
                 op_cost += iexpr_ops(chosen)

@@ -625,6 +625,7 @@ class _Verifier:
                             f"{', '.join(sorted(wanted_set)) or 'no arrays'}", *key)
         for _, e in s.bases:
             self.iexpr(e, scope, where, *key)
+        self.run_arrays(p, c, s, where, key)
         uses_scalar = any(o.kind == "scalar" for o in c.srcs) or c.op == "fill"
         if uses_scalar and s.scalar is None:
             raise self.fail(f"{where}: run {s.config} needs a scalar operand, e.g. "
@@ -641,6 +642,38 @@ class _Verifier:
             self.iexpr(s.variant, scope, where, *key)
         if s.length is not None:
             self.iexpr(s.length, scope, where, *key)
+
+    def run_arrays(self, p: PeProgram, c: SimdConfig, s: Run, where: str,
+                   key: tuple[str, ...]) -> None:
+        """A run's bindings of the configuration's array operands to other arrays: each
+        an operand of it, bound once, to a declared array of the same type, and
+        no two operands on one array (elements are flat offsets from the base, so the
+        shapes may differ: the engines check every element lies inside its array)."""
+        arrays = {a.name: a for a in p.arrays}
+        operands = {o.array for o in (c.dst, *c.srcs) if o.kind == "array" and o.array}
+        bound = [o for o, _ in s.arrays]
+        for o, k in Counter(bound).items():
+            if k > 1:
+                raise self.fail(f"{where}: run {s.config} binds {o} twice", *key)
+        for o, a in s.arrays:
+            if o not in operands:
+                raise self.fail(f"{where}: run {s.config} binds {o} -> {a}, but simd "
+                                f"{c.name} has no operand on {o}; its arrays are "
+                                f"{', '.join(sorted(operands)) or 'none'}", *key)
+            if a not in arrays:
+                raise self.fail(f"{where}: run {s.config} binds {o} to unknown array {a}",
+                                *key)
+            mine, theirs = arrays[o], arrays[a]
+            if mine.dtype != theirs.dtype:
+                raise self.fail(f"{where}: run {s.config} binds {o} ({mine.dtype}) to {a} "
+                                f"({theirs.dtype}); a bound array has the operand's type",
+                                *key)
+        actual = [s.array(o) for o in sorted(operands)]
+        if len(set(actual)) != len(actual):
+            pairs = ", ".join(f"{o} -> {s.array(o)}" for o in sorted(operands))
+            raise self.fail(f"{where}: run {s.config} puts two operands of simd {c.name} on "
+                            f"one array ({pairs}); a configuration's distinct arrays stay "
+                            "distinct", *key)
 
     def load(self, p: PeProgram, t: Task, ref: Load, scope: set[str], key: tuple[str, ...]
              ) -> None:

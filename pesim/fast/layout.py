@@ -27,9 +27,10 @@ from numba.extending import intrinsic
  START, END, COLOR, PROFILE, PROFILED, CONFIGURED, S_BASE0, S_BASE1,
  S_BASE2, WAITING, SENT, RAMPS, TRIGGER_CAP, STALL, WAIT, WAITING_SINCE,
  WAIT_COLOR, WAIT_WHAT, T0, SETUP, PE_X_ABS, PE_Y_ABS, DEAD,
- # a SIMD instruction with fabric operands in progress (S_BASE0-2 above), a send
+ # a SIMD instruction with fabric operands in progress (S_BASE0-2 above; S_BASES its
+ # row of bases and bound arrays), a send
  S_CONFIG, S_VARIANT, S_E, S_LAST, S_MARKS, S_FIRST, S_BEGAN, S_K, S_BUF, S_SCALAR, S_COST,
- P_BUF, P_INDEX, S_OPS, S_INNER) = range(62)
+ P_BUF, P_INDEX, S_OPS, S_INNER, S_BASES) = range(63)
 CORE_FIELDS = 64  # (a row is eight cache lines)
 NONE = -1
 

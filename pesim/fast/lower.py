@@ -168,7 +168,8 @@ class Tables:
     # dimensions from it on
     variants: np.ndarray
     offsets: np.ndarray  # element offsets of the variants' array operands
-    # RUN bases: rows of (expression of the base of operand 0, 1, 2; of the length)
+    # RUN bases: rows of (expression of the base of operand 0, 1, 2; of the length; the
+    # array slot operand 0, 1, 2 is bound to in the run, or NO for the configuration's)
     bases: np.ndarray
     info: tuple[ProgramInfo, ...]
 
@@ -348,7 +349,7 @@ class _Program:
         variant, as ``prepare`` comes first there)."""
         config = next(c for c in self.p.configs if c.name == s.config)
         op = self.config.scalar_op
-        cost = op * sum(iexpr_ops(e) for _, e in s.bases)
+        cost = op * (sum(iexpr_ops(e) for _, e in s.bases) + len(s.arrays))
         for chosen in (s.variant, s.length):
             if chosen is not None:
                 cost += op * iexpr_ops(chosen) + self.config.simd_variant_select
@@ -364,12 +365,15 @@ class _Program:
                 scalar = expr
         self.charge(cost)
         bases = dict(s.bases)
-        row = []
+        row, bound = [], []
+        slot = {a.name: k for k, a in enumerate(self.p.arrays)}
         for o in (config.dst, *config.srcs, None, None)[:3]:
             array = o.array if o is not None and o.kind == "array" else None
             row.append(self.m.iexpr(bases[array], self) if array is not None else NO)
+            bound.append(slot[s.array(array)] if array is not None and s.array(array) != array
+                         else NO)
         row.append(self.m.iexpr(s.length, self) if s.length is not None else NO)
-        self.m.bases.append(row)
+        self.m.bases.append([*row, *bound])
         variant = self.m.iexpr(s.variant, self) if s.variant is not None else NO
         self.emit(RUN, self.config_row[s.config], variant, len(self.m.bases) - 1, scalar)
         if scalar == -2:
@@ -655,7 +659,7 @@ def lower_module(module: PeModule, config: FabricConfig) -> Tables:
         tasks=table(m.tasks, 11), arrays=table(m.arrays, 3 + MAX_RANK),
         programs=table(m.programs, 8), queues=table(m.queues, 4), configs=table(m.configs, 21),
         variants=table(m.variants, 13), offsets=offsets.astype(np.int64),
-        bases=table(m.bases, 4), info=tuple(info))
+        bases=table(m.bases, 7), info=tuple(info))
 
 
 def listing(tables: Tables) -> str:

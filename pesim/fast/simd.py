@@ -37,6 +37,7 @@ from dtg.pesim.fast.layout import (
     QUEUES,
     R_SIMD,
     S_BASE0,
+    S_BASES,
     S_BEGAN,
     S_BUF,
     S_CONFIG,
@@ -128,10 +129,19 @@ def _prepare(p: Program, s: State, c: int, config: int, variant_expr: int, bases
             inner = n
     s.core[c, S_OPS] = ops
     s.core[c, S_INNER] = inner
+    s.core[c, S_BASES] = bases
     for k in range(3):
         x = p.bases[bases, k]
         s.core[c, S_BASE0 + k] = ieval(p, s, env, x, istack) if x != NONE else 0
     return row
+
+
+@internal
+def _slot(p: Program, s: State, c: int, config: int, k: int) -> int:
+    """The array slot of operand ``k`` in the running instruction: the one its run binds,
+    else the configuration's."""
+    bound = p.bases[s.core[c, S_BASES], 4 + k]
+    return bound if bound != NONE else p.configs[config, 9 + k]
 
 
 @internal
@@ -147,7 +157,7 @@ def _check(p: Program, s: State, c: int, config: int, row: int) -> int:
     for k in range(3):
         if p.configs[config, 6 + k] != K_ARRAY:
             continue
-        slot = p.configs[config, 9 + k]
+        slot = _slot(p, s, c, config, k)
         array_row = p.programs[program, 2] + slot
         size = p.arrays[array_row, 1]
         base = s.core[c, S_BASE0 + k]
@@ -173,7 +183,7 @@ def _check(p: Program, s: State, c: int, config: int, row: int) -> int:
 def _operand(p: Program, s: State, c: int, config: int, row: int, k: int, e: int,
              dtype: int) -> float:
     """Element ``e`` of array operand ``k``, in the compute type."""
-    slot = p.configs[config, 9 + k]
+    slot = _slot(p, s, c, config, k)
     array_row = p.programs[s.core[c, PROGRAM], 2] + slot
     flat = p.offsets[p.variants[row, 2 + k] + e] + s.core[c, S_BASE0 + k]
     x = read_element(p, s, array_row, s.core[c, ARRAYS] + slot, flat)
@@ -253,7 +263,7 @@ def _where(p: Program, s: State, c: int, config: int, row: int, k: int
     memory offset of its element 0 at the instruction's base, its first element offset."""
     if p.configs[config, 6 + k] != K_ARRAY:
         return -1, 0, 0
-    slot = p.configs[config, 9 + k]
+    slot = _slot(p, s, c, config, k)
     typ = p.arrays[p.programs[s.core[c, PROGRAM], 2] + slot, 0]
     at = s.arr_offset[s.core[c, ARRAYS] + slot] + s.core[c, S_BASE0 + k]
     return typ, at, p.variants[row, 2 + k]
@@ -400,7 +410,7 @@ def _fabric_element(p: Program, s: State, c: int, config: int, row: int, e: int,
         x = scalar
     result = 0.0
     if p.configs[config, 6] == K_ARRAY:
-        slot = p.configs[config, 9]
+        slot = _slot(p, s, c, config, 0)
         array_row = p.programs[s.core[c, PROGRAM], 2] + slot
         where = s.core[c, ARRAYS] + slot
         flat = p.offsets[p.variants[row, 2] + e] + s.core[c, S_BASE0]

@@ -171,3 +171,25 @@ def test_a_halo_whose_arrivals_isl_describes_redundantly_compiles_quickly(
                         weights=True, gap=2)
     outcome = run_program(path, seed=1)
     assert outcome.comparison.verified and outcome.comparison.exact
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_adapter_lines_land_batches_in_a_ring(engine: str, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """Every line of an adapter takes the whole stream, and a multicast wavelet moves on
+    only when every line has room: the batches land in a ring of slots while a line
+    runs its task, instead of each line holding up the stream in turn (the kernel's 262
+    elements on 8 lines: 728 cycles with one slot)."""
+    from conftest import ROOT
+
+    from dtg.codegen import adapters
+
+    path = ROOT / "benchmarks" / "kernels" / "conv1d_halo.lair"
+    text = print_module(compile_file(path).module)  # type: ignore[arg-type]
+    assert "land land_x ring 3" in text and "{land_x: slot" in text
+    ringed = run_program(path, seed=3, engine=engine)
+    monkeypatch.setattr(adapters, "adapter_ring", lambda size, batches: 1)
+    single = run_program(path, seed=3, engine=engine)
+    assert ringed.comparison.verified and ringed.comparison.exact
+    assert single.comparison.verified
+    assert ringed.result.cycles < 0.6 * single.result.cycles

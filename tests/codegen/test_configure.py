@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import islpy as isl
 
-from dtg.codegen.configure import configurations_per_pe, guard_configurations, program_pes
+from dtg.codegen.configure import (
+    configurations_per_pe,
+    guard_configurations,
+    program_pes,
+    share_configurations,
+)
 from dtg.codegen.scancheck import cond_set
-from dtg.pe.ir import PeProgram
+from dtg.pe.ir import IConst, If, PeProgram, Run
 from dtg.pe.parser import parse_module
 
 TEXT = """
@@ -79,3 +84,87 @@ def test_configurations_per_pe_is_the_largest_count_on_any_pe() -> None:
     assert configurations_per_pe(p) == 5
     unguarded = parse_module(TEXT).programs[0]
     assert configurations_per_pe(unguarded) == 1 + 1 + 3 + 2 + 1 + 1
+
+
+SHARED = """
+module m
+mesh PE[2, 1]
+program p origin PE[0, 0] pes { PE[x, 0] : 0 <= x <= 1 }
+{
+  array float16 a[8];
+  array float16 b[8];
+  array float16 c[8];
+  array float16 d[8];
+  array float32 f[8];
+  array float32 g[8];
+  simd add_ab [4]: c[i0] = a[i0] + b[i0];
+  simd add_dc [4]: a[i0] = d[i0] + c[i0];
+  simd add_ff [4]: f[i0] = g[i0] + g[i0];
+  simd add_32 [4]: f[i0] = g[i0] + f[i0];
+  simd twice [4]: c[i0] = c[i0] + a[i0];
+  simd other [4]: c[i0] = a[i0] + b[2*i0];
+  task main {
+    run add_ab {c: 0, a: 0, b: 4};
+    if (PE_X == 1) {
+      run add_dc {a: 4, d: 0, c: 2};
+    }
+    run add_ff {f: 0, g: 4};
+    run add_32 {f: 0, g: 0};
+    run twice {c: 1, a: 3};
+    run other {c: 0, a: 0, b: 0};
+  }
+}
+"""
+
+
+def test_configurations_differing_only_in_their_arrays_are_one() -> None:
+    """add_dc is add_ab on other arrays (bound per run, the bases following the
+    operands); add_32 is not add_ff (two operands on one array there), twice and other
+    differ in shape, and float32 operands are not float16 ones."""
+    program = share_configurations(parse_module(SHARED).programs[0])
+    assert [c.name for c in program.configs] == ["add_ab", "add_ff", "add_32", "twice",
+                                                 "other"]
+    runs = [s for s in program.tasks[0].body if isinstance(s, Run)]
+    inner = program.tasks[0].body[1]
+    assert isinstance(inner, If)
+    (bound,) = inner.then
+    assert bound == Run("add_ab", (("c", IConst(4)), ("a", IConst(0)), ("b", IConst(2))),
+                        arrays=(("c", "a"), ("a", "d"), ("b", "c")))
+    assert runs[0] == Run("add_ab", (("c", IConst(0)), ("a", IConst(0)), ("b", IConst(4))))
+    guarded = guard_configurations(program)
+    assert configurations_per_pe(guarded) == 5
+
+
+def test_configurations_are_shared_only_where_the_budget_binds() -> None:
+    """mlp3 needs more than 8 configurations on a PE: its exchanged vectors' copies and
+    two layers' multiply-adds share theirs, bound per run, and it computes the program.
+    gemv_8x8 fits: nothing is bound (a bound run costs a scalar operation)."""
+    from conftest import ROOT
+
+    from dtg.codegen.driver import compile_file
+    from dtg.pesim.run import run_program
+
+    kernels = ROOT / "benchmarks" / "kernels"
+    shared = compile_file(kernels / "mlp3.lair").module
+    alone = compile_file(kernels / "gemv_8x8.lair").module
+    assert shared is not None and alone is not None
+
+    def bound(program: PeProgram) -> list[Run]:
+        found: list[Run] = []
+
+        def walk(body: tuple[object, ...]) -> None:
+            for s in body:
+                if isinstance(s, Run) and s.arrays:
+                    found.append(s)
+                elif isinstance(s, If):
+                    walk(s.then)
+                    walk(s.orelse)
+        for task in program.tasks:
+            walk(task.body)
+        return found
+
+    assert len([r for p in shared.programs for r in bound(p)]) >= 3
+    assert max(configurations_per_pe(p) for p in shared.programs) <= 8
+    assert not [r for p in alone.programs for r in bound(p)]
+    outcome = run_program(kernels / "mlp3.lair", seed=2)
+    assert outcome.comparison.verified

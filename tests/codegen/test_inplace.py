@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES
 
 from dtg.codegen.driver import compile_file
+from dtg.pe.ir import For, If, PeProgram, Run, Stmt
 from dtg.pesim.run import run_program
 
 
@@ -23,6 +25,7 @@ def test_gemver_updates_a_in_its_own_array() -> None:
     names = [a.name for a in program.arrays]
     assert "Ah_local" not in names and names.count("A_local") == 1
     assert all(cfg.op != "copy" or cfg.dst.array != "A_local" for cfg in program.configs)
+    assert not any(run.arrays for run in runs(program))  # (no copy bound onto A_local)
     outcome = run_program(path)
     assert outcome.comparison.verified and outcome.comparison.exact
 
@@ -93,6 +96,7 @@ def test_a_streamed_axpy_updates_its_addend_in_place(engine: str) -> None:
     assert c.module is not None and c.arrivals is not None
     (program,) = c.module.programs
     assert [(cfg.op, cfg.dst.array) for cfg in program.configs] == [("fmac", "y_local")]
+    assert not any(run.arrays for run in runs(program))
     assert "z_local" not in [a.name for a in program.arrays]
     (batch,) = c.arrivals.batches
     (way,) = [k for _, cands in c.arrivals.candidates for k in cands if k.way == batch.way]
@@ -100,3 +104,17 @@ def test_a_streamed_axpy_updates_its_addend_in_place(engine: str) -> None:
     outcome = run_program(path, engine=engine, seed=5)
     assert outcome.comparison.verified and outcome.comparison.exact
 
+
+def runs(program: PeProgram) -> Iterator[Run]:
+    """Every ``run`` statement of ``program``."""
+    def walk(body: tuple[Stmt, ...]) -> Iterator[Run]:
+        for s in body:
+            if isinstance(s, Run):
+                yield s
+            elif isinstance(s, If):
+                yield from walk(s.then)
+                yield from walk(s.orelse)
+            elif isinstance(s, For):
+                yield from walk(s.body)
+    for task in program.tasks:
+        yield from walk(task.body)

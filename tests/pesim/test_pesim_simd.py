@@ -260,3 +260,59 @@ def test_reductions_round_each_addition_in_domain_order(dtype: str, n: int, seed
     result = sim(REDUCTION.format(t=dtype, n=n), {"W": w, "X": x, "Y": y},
                  {"Out": ((4,), dtype)})
     assert result.outputs["Out"].tobytes() == expected.tobytes()
+
+
+BOUND = """
+module bound
+mesh PE[1, 1]
+input X dense color 0 { X[i = 0:7] -> [PE[0, -1] -> index[i]] }
+output Z dense color 1 { Z[i = 0:7] -> [PE[1, 0] -> index[i]] }
+program p origin PE[0, 0] pes { PE[0, 0] }
+{
+  array float16 a[8] load A;
+  array float16 b[8] load B;
+  array float16 c[8] store C;
+  array float16 d[2][4] store D;
+  array float16 e[8] store E;
+  route 0: N -> RAMP;
+  route 1: RAMP -> E;
+  simd add [4]: c[i0] = a[i0] + b[i0];
+  simd send [8]: out(1) = c[i0] + in(0);
+  task main {
+    run add {c: 0, a: 0, b: 0};
+    run add {c -> d: 4, a -> b: 4, b -> a: 4};
+    run add {c -> e: 0, a: 4, b: 0};
+    run send {c -> e: 0};
+  }
+}
+"""
+BOUND_OUTPUTS = {"C": ((8,), "float16"), "D": ((2, 4), "float16"), "E": ((8,), "float16"),
+                 "Z": ((8,), "float16")}
+
+
+def bound_inputs() -> dict[str, np.ndarray]:
+    return {"A": np.arange(8, dtype=np.float16), "B": 10 * np.arange(8, dtype=np.float16),
+            "X": 100 * np.arange(8, dtype=np.float16)}
+
+
+def test_a_run_binds_a_configuration_to_other_arrays() -> None:
+    """One configuration, four instructions: its operands bound per run to other arrays
+    (swapped, of another shape, fabric operands kept), each a whole instruction."""
+    result = sim(BOUND, bound_inputs(), BOUND_OUTPUTS)
+    a, b, x = (bound_inputs()[k] for k in "ABX")
+    y = result.outputs
+    assert np.array_equal(y["C"], np.concatenate([a[:4] + b[:4], np.zeros(4, np.float16)]))
+    assert np.array_equal(y["D"], np.stack([np.zeros(4, np.float16), b[4:] + a[4:]]))
+    e = np.concatenate([a[4:] + b[:4], np.zeros(4, np.float16)])
+    assert np.array_equal(y["E"], e)
+    assert np.array_equal(y["Z"], e + x)
+    # one configuration set up per config, not per binding: 2 x 8 cycles before main
+    # (a run pays one scalar operation per array it binds: 3, 2 and 1 of them)
+    assert result.pes[(0, 0)].busy == 2 * 8 + 3 * (4 + 4 // 4) + (4 + 8 // 4) + 3 + 1 + 1
+
+
+def test_a_bound_run_outside_its_array_names_the_array() -> None:
+    text = BOUND.replace("{c -> d: 4,", "{c -> d: 6,")
+    with pytest.raises(SimulationError, match=r"simd add \[4\] with base 6 accesses d at "
+                       r"flat index 8, outside the array d\[2\]\[4\] \(8 elements\)"):
+        sim(text, bound_inputs(), BOUND_OUTPUTS)

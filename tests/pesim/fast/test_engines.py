@@ -201,3 +201,17 @@ def test_end_marks_landed_ahead_run_the_same(kind: str, ring: int) -> None:
     outputs = {"B": TensorInfo((32, 4), "float32")}
     assert_same_run(sim.simulate(module, {"A": a}, outputs),
                     engine.simulate(module, {"A": a}, outputs))
+
+
+def test_runs_binding_other_arrays_run_the_same() -> None:
+    from test_pesim_simd import BOUND, BOUND_OUTPUTS, bound_inputs
+    outputs = {k: TensorInfo(*v) for k, v in BOUND_OUTPUTS.items()}
+    assert_same_run(sim.simulate(build(BOUND), bound_inputs(), outputs),
+                    engine.simulate(build(BOUND), bound_inputs(), outputs))
+    text = BOUND.replace("{c -> d: 4,", "{c -> d: 6,")
+    messages = []
+    for run in (sim.simulate, engine.simulate):
+        with pytest.raises(SimulationError) as err:
+            run(build(text), bound_inputs(), outputs)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "accesses d at flat index 8" in messages[0]
