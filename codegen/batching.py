@@ -387,6 +387,12 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         if flow.kind == "sparse" and not once:  # each window's slot cleared as it opens
             width = costs().simd_width(land_local.dtype, "fill")
             cost = [c + costs().simd_startup + ceil(size / width) for c in cost]
+        if made.ring == 2 and not made.once:
+            # (slots for the batches that land while a task runs: a task longer than a
+            # batch's landing holds up the stream, and a multicast line with it)
+            deeper = min(MAX_RING, groups * batches, 1 + ceil(cost[1] / (size * period)))
+            if deeper > 2 and made.land.bytes * deeper <= room:
+                made = replace(made, ring=deeper)
         # landing the first batch, then compute-bound, or arrival-bound and the last batch
         cycles = max(size * period + groups * batches * cost[0],
                      groups * length * period + cost[1])

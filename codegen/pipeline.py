@@ -166,22 +166,26 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
     arrays, then give up SIMD where it helps least, by the cost model: the initial
     fills, batches of arrivals, SIMD for compute tasks or for the output tasks, the
     least predicted saving per configuration first; each compute task records why."""
-    fill, scalar_outputs, share = True, frozenset[str](), False
+    fill, scalar_outputs = True, frozenset[str]()
     arrivals = arrivals or ArrivalPlan()
     tensors = [t.name for t in tg.model.graph.tensors]
     while True:
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
                       simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
-                      arrivals=arrivals, share=share)
-        needed = max((configurations_per_pe(p) for p in module.programs), default=0)
-        if needed <= max_configs:
+                      arrivals=arrivals)
+        if max((configurations_per_pe(p) for p in module.programs), default=0) <= max_configs:
             return module, decisions, arrivals
         # First, instructions that differ only in their arrays share a configuration:
-        # the same work, a scalar operation per array a run binds. (Not before: a bound
-        # run in a task that runs per wavelet could cost more than the configuration.)
-        if not share:
-            share = True
-            continue
+        # the same work, a scalar operation per array a run binds. (Not where the budget
+        # does not bind: a bound run in a task that runs per wavelet could cost more than
+        # the configuration.) What else to give up is weighed on the module without
+        # sharing, where each configuration is one use's: giving it up frees it.
+        shared = emit(tg, memory, decisions, name=name, reference=reference, params=params,
+                      simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
+                      arrivals=arrivals, share=True)
+        needed = max((configurations_per_pe(p) for p in shared.programs), default=0)
+        if needed <= max_configs:
+            return shared, decisions, arrivals
         # Then, size variants differing in their outermost dimension become one
         # configuration cut to a run-time length: the same work, fewer configurations.
         cuttable = [t for t, d in decisions.items()

@@ -168,3 +168,24 @@ def test_configurations_are_shared_only_where_the_budget_binds() -> None:
     assert not [r for p in alone.programs for r in bound(p)]
     outcome = run_program(kernels / "mlp3.lair", seed=2)
     assert outcome.comparison.verified
+
+
+def test_what_the_budget_gives_up_is_weighed_without_sharing(monkeypatch) -> None:
+    """With 4 configurations a PE, mlp3 shares and still gives up SIMD: what to give up
+    is weighed on the configurations each use has alone (a shared one frees nothing
+    until all its uses are given up), so sharing ends no slower than not sharing."""
+    from pathlib import Path
+
+    import dtg
+    import dtg.codegen.emit as emit
+    from dtg.pe.fabric import FabricConfig
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels" / "mlp3.lair"
+    fabric = FabricConfig(max_simd_configs=4)
+    shared = dtg.compile(path, simd=True, fabric=fabric)
+    monkeypatch.setattr(emit, "share_configurations", lambda p: p)
+    alone = dtg.compile(path, simd=True, fabric=fabric)
+    with_sharing = dtg.simulate(shared, engine="simpy")
+    without = dtg.simulate(alone, engine="simpy")
+    assert with_sharing.verified and without.verified
+    assert with_sharing.cycles <= without.cycles
