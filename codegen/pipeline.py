@@ -367,7 +367,7 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
     """The stages; with SIMD and batches, where statements run per element of a stream
     at much more than the stream's pace, the same compiled with that stream kept in
     memory (the statements running once it is complete, as whole-box SIMD) where the
-    cost model predicts it at most 80% of the cycles."""
+    cost model predicts it at most :data:`KEEP_GAIN` of the cycles."""
     compiled = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
                              reference=reference, params=params, max_configs=max_configs,
                              arrival=arrival, fabric=fabric, keep=keep)
@@ -388,7 +388,7 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
     return replace(kept, seconds=compiled.seconds + kept.seconds)
 
 
-KEEP_GAIN = 0.8  # a stream is kept in memory where that is predicted this much faster
+KEEP_GAIN = 0.9  # a stream is kept in memory where that is predicted this much faster
 SLOW_STREAM = 2  # per-element work at this many times a stream's wavelets or more
 
 

@@ -105,3 +105,21 @@ def test_whole_groups_kept_in_their_landing_order_land_in_place(engine: str) -> 
     for seed in (0, 1):
         outcome = run_program(path, seed=seed, engine=engine)
         assert outcome.comparison.verified and outcome.comparison.exact
+
+
+def test_a_stream_that_cannot_be_batched_is_kept_where_predicted_faster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """gemv_interleaved's x arrives even indices first: no batch (a position is not
+    affine), one SIMD column per wavelet. Kept in memory, one instruction runs after
+    it, predicted at 85% of the cycles: kept, and faster than at the former 80%."""
+    from conftest import ROOT
+
+    path = ROOT / "benchmarks" / "kernels" / "gemv_interleaved.lair"
+    c = compile_file(path)
+    assert c.tasks is not None and "x" in c.tasks.buffered
+    kept = run_program(path, engine="simpy")
+    monkeypatch.setattr(pipeline, "KEEP_GAIN", 0.8)
+    assert "x" not in (compile_file(path).tasks.buffered)  # type: ignore[union-attr]
+    per_wavelet = run_program(path, engine="simpy")
+    assert kept.comparison.verified and per_wavelet.comparison.verified
+    assert kept.result.cycles < per_wavelet.result.cycles
