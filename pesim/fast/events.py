@@ -482,13 +482,15 @@ def pump(s: State, p: Program, q: int, now: int) -> None:
 
 
 @internal
-def _task_error(s: State, code: int, c: int, task: int, color: int, arg: int) -> None:
-    """Fail with a batched task's error (its core, the task, its color, an argument)."""
+def fail(s: State, code: int, a: int, b: int, c: int, d: int) -> None:
+    """Fail with error ``code`` and its four arguments (for a batched task: its core,
+    the task, its color, an argument; for a SIMD run: its core, the configuration, the
+    variant, a value)."""
     s.error[0] = code
-    s.error[1] = c
-    s.error[2] = task
-    s.error[3] = color
-    s.error[4] = arg
+    s.error[1] = a
+    s.error[2] = b
+    s.error[3] = c
+    s.error[4] = d
     raise FastError()
 
 
@@ -523,7 +525,7 @@ def _open_batch(s: State, p: Program, q: int, c: int, task: int, land_slot: int,
         return
     if p.tasks[task, 6]:  # once
         if s.queue[q, Q_OPENED] >= p.tasks[task, 10]:
-            _task_error(s, E_ONCE_TWICE, c, task, s.queue[q, Q_COLOR], index)
+            fail(s, E_ONCE_TWICE, c, task, s.queue[q, Q_COLOR], index)
         s.queue[q, Q_OPENED] += 1
         return
     at = _open_slot(s, p, q, task)
@@ -558,12 +560,12 @@ def _pump_groups(s: State, p: Program, q: int, c: int, task: int, land_slot: int
             continue
         if sparse:
             if index == NO_INDEX:
-                _task_error(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
+                fail(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
             k = index
         else:
             k = s.queue[q, Q_POS]
         if not 0 <= k < size:
-            _task_error(s, E_GROUP_SLOT, c, task, s.queue[q, Q_COLOR], k)
+            fail(s, E_GROUP_SLOT, c, task, s.queue[q, Q_COLOR], k)
         store_element(s, p, c, array_row, land_slot,
                       _open_slot(s, p, q, task) + s.queue[q, Q_BASE] * size + k, value)
         s.queue[q, Q_POS] += 1
@@ -577,7 +579,7 @@ def _window(s: State, p: Program, c: int, q: int, task: int, index: int, land_sl
     ``batch`` indices (aligned to multiples of it), opening one if there is none."""
     batch = p.tasks[task, 4]
     if index == NO_INDEX:
-        _task_error(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
+        fail(s, E_SPARSE_NO_INDEX, c, task, s.queue[q, Q_COLOR], 0)
     if not s.queue[q, Q_HAS_BASE]:
         _open_batch(s, p, q, c, task, land_slot, array_row, index)
         s.queue[q, Q_BASE] = batch * (index // batch)
@@ -585,7 +587,7 @@ def _window(s: State, p: Program, c: int, q: int, task: int, index: int, land_sl
         return True
     base = s.queue[q, Q_BASE]
     if index < base:
-        _task_error(s, E_SPARSE_ORDER, c, task, s.queue[q, Q_COLOR], index)
+        fail(s, E_SPARSE_ORDER, c, task, s.queue[q, Q_COLOR], index)
     return index < base + batch
 
 

@@ -15,6 +15,7 @@ from dtg.pesim.fast.errors import (
     FastError,
 )
 from dtg.pesim.fast.events import (
+    fail,
     take,
 )
 from dtg.pesim.fast.jit import internal
@@ -100,30 +101,17 @@ def _prepare(p: Program, s: State, c: int, config: int, variant_expr: int, bases
     env = s.core[c, ENV]
     v = ieval(p, s, env, variant_expr, istack) if variant_expr != NONE else 0
     if not 0 <= v < p.configs[config, 5]:
-        s.error[0] = E_VARIANT_RANGE
-        s.error[1] = c
-        s.error[2] = config
-        s.error[3] = v
-        raise FastError()
+        fail(s, E_VARIANT_RANGE, c, config, v, 0)
     row = p.configs[config, 4] + v
     if s.core[c, CONFIGURED] != NONE and not s.configured[s.core[c, CONFIGURED] + row]:
-        s.error[0] = E_VARIANT_UNSET
-        s.error[1] = c
-        s.error[2] = config
-        s.error[3] = v
-        raise FastError()
+        fail(s, E_VARIANT_UNSET, c, config, v, 0)
     ops, inner = p.variants[row, 0], p.variants[row, 1]
     x = p.bases[bases, 3]
     if x != NONE:  # the dimension pe.ir.cut_dimension cut to a length
         n = ieval(p, s, env, x, istack)
         outer = p.variants[row, 11]
         if not 1 <= n <= outer:
-            s.error[0] = E_LENGTH_RANGE
-            s.error[1] = c
-            s.error[2] = config
-            s.error[3] = row
-            s.error[4] = n
-            raise FastError()
+            fail(s, E_LENGTH_RANGE, c, config, row, n)
         ops = n * (ops // outer)
         if p.variants[row, 12] == 1:
             inner = n

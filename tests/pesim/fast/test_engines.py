@@ -215,3 +215,28 @@ def test_runs_binding_other_arrays_run_the_same() -> None:
             run(build(text), bound_inputs(), outputs)
         messages.append(str(err.value))
     assert messages[0] == messages[1] and "accesses d at flat index 8" in messages[0]
+
+
+def test_a_runs_variant_and_length_errors_read_alike() -> None:
+    """A variant out of range, one the PE did not set up, and a length out of range: the
+    compiled engine reports each as the simpy engine does."""
+    from test_pesim_failures import one_pe
+    from test_pesim_simd import _guarded
+
+    cases = [
+        (one_pe("run f variant(2) {a: 0} (1.0);", "simd f [8] | [4]: a[i0] = scalar;"),
+         "run f selects variant 2; simd f has variants 0..1"),
+        (_guarded(LATE="run left {a: 0} (0.0);"), "which this PE did not set up"),
+        (one_pe("run f length(9) {a: 0} (1.0);", "simd f [8]: a[i0] = scalar;"),
+         "run f sets length 9; simd f [8] takes a length from 1 to 8"),
+    ]
+    for text, wanted in cases:
+        module = build(text)
+        stores = {a.store for p in module.programs for a in p.arrays if a.store}
+        outputs = {name: TensorInfo((8,), "float32") for name in stores if name}
+        messages = []
+        for run in (sim.simulate, engine.simulate):
+            with pytest.raises(SimulationError) as err:
+                run(module, {}, outputs)
+            messages.append(str(err.value))
+        assert messages[0] == messages[1] and wanted in messages[0], text
