@@ -220,14 +220,8 @@ def _slot(flow: InputFlow, arrivals: isl.Set) -> tuple[int, isl.PwAff] | str:
 
 def order_on_pe(flow: InputFlow) -> isl.MultiAff | str:
     """The stream's order on the elements reaching a PE, as one quasi-affine function."""
-    reaching = poly.bind_pe(flow.reaching().reverse())
-    order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
-    pma = order.as_pw_multi_aff()
-    if pma.n_piece() != 1:
-        return "the stream's order is piecewise on a PE"
-    pieces: list[isl.MultiAff] = []
-    pma.foreach_piece(lambda _s, ma: pieces.append(ma))
-    return pieces[0]
+    order = flow.order_on_pe()
+    return "the stream's order is piecewise on a PE" if order is None else order
 
 
 def _depends_only_on(value: isl.PwAff, names: list[str]) -> bool:

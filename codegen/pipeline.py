@@ -443,11 +443,11 @@ def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
 def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
                   reference: str | None, params: Sequence[tuple[str, int | str]],
                   max_configs: int, arrival: str, fabric: FabricConfig,
-                  keep: frozenset[str]) -> Compilation:
+                  keep: frozenset[str], split: bool = True) -> Compilation:
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
-    tg = build_task_graph(program.model, mapping, keep=keep)
+    tg = build_task_graph(program.model, mapping, keep=keep, split=split)
     result = Compilation(program, mapping, tg, simd=simd)
     if stop != "tasks":
         memory = allocate(tg, memory_bytes=fabric.memory_bytes)
@@ -473,6 +473,11 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                     params=params, max_configs=max_configs, arrivals=ArrivalPlan(
                         candidates=arrivals.candidates))
                 shared = share_colors(module, fabric.colors)
+            if shared is None and split:  # (multicast sources apart take more colors)
+                return _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                                     reference=reference, params=params,
+                                     max_configs=max_configs, arrival=arrival,
+                                     fabric=fabric, keep=keep, split=False)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared

@@ -107,6 +107,24 @@ class InputFlow:
         spread = same_line(self.side) if self.members is None else self.members
         return ext.apply_range(spread).intersect_range(self.lines)
 
+    def order_on_pe(self) -> isl.MultiAff | None:
+        """The stream's order on the elements reaching a PE as one quasi-affine function
+        of the element (parameters: the PE), or None where it takes several (a PE of one
+        class receives one source's elements, another PE another's)."""
+        reaching = poly.bind_pe(self.reaching().reverse())
+        order = self.order.intersect_domain(reaching.align_params(self.order.get_space()))
+        pieces: list[isl.MultiAff] = []
+        order.as_pw_multi_aff().foreach_piece(lambda _s, ma: pieces.append(ma))
+        if not pieces:
+            return None
+        # (isl may keep equal functions apart, as where a mapping gives one source's
+        # elements by two clauses: one function serves if it gives the whole order)
+        first = pieces[0]
+        if len(pieces) > 1 and not isl.Map.from_multi_aff(first).intersect_domain(
+                order.domain()).is_equal(order):
+            return None
+        return first
+
     def arrivals(self) -> isl.Map:
         """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""
         return poly.simplified(self.reaching().reverse().apply_range(self.order).coalesce())

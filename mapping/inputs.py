@@ -5,6 +5,7 @@ the side (paper eq. (5)), or along multicast trees (mapping.multicast)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from math import prod
 
@@ -39,7 +40,7 @@ from dtg.mapping.mesh import (
     translate,
     witness,
 )
-from dtg.mapping.multicast import plan_multicast
+from dtg.mapping.multicast import Multicast, Tree, plan_multicast
 from dtg.mapping.validate import PE, Mapping, Stream, border_ring
 
 
@@ -54,7 +55,8 @@ class InputPlan:
     peeled: dict[Side, Region]  # the whole lines peeled off
 
 
-def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors) -> InputPlan:
+def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
+                split: bool = True) -> InputPlan:
     """Choose for every part of every input stream (one part per side it enters by) how
     its elements reach the PEs that read them:
 
@@ -104,7 +106,7 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors) -> InputPlan
     flows: list[InputFlow] = []
     for key, side, part in parts:
         if how[key] == "tree":
-            trees = tree_flows(part, side, model, mapping, compute, colors)
+            trees = tree_flows(part, side, model, mapping, compute, colors, split=split)
             for k, flow in enumerate(trees):
                 flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}"))
             continue
@@ -176,8 +178,10 @@ def _adapters_fit(part: Stream, side: Side, model: PolyModel, mapping: Mapping,
 
 
 def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
-               compute: Region, colors: Colors) -> list[InputFlow]:
-    """One flow per color of the multicast trees that carry ``stream`` to its readers."""
+               compute: Region, colors: Colors, *, split: bool = True) -> list[InputFlow]:
+    """One flow per color of the multicast trees that carry ``stream`` to its readers
+    (``split``: sources of one color apart where their orders differ on the PEs they
+    reach, :func:`_single_orders`)."""
     tensor = stream.tensor
     to_rel = compute.to_relative()
     need = accessing_pes(model, mapping, tensor, write=False).apply_range(to_rel)
@@ -189,18 +193,53 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if stream.kind == "dense":
         require_consecutive(stream, tensor)
     plan = plan_multicast(sources.reverse().apply_range(need).coalesce(), side)
-    flows = []
-    for tree in plan.trees:
+
+    def flow_of(tree: Tree) -> InputFlow:
         elements = sources.intersect_range(tree.sources).domain()
         part = replace(stream, relation=stream.relation.intersect_domain(elements))
         groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
-        color = colors.take(f"input '{tensor}' (multicast trees)", tensor)
         relation = sources.intersect_domain(elements).range_product(part.order)
-        flows.append(_with_groups(InputFlow(
-            tensor, stream.kind, side, color, color, relation, part.order, tree.ramp, None,
+        return _with_groups(InputFlow(
+            tensor, stream.kind, side, -1, -1, relation, part.order, tree.ramp, None,
             groups or 0, stream_relation=part.relation, members=tree.members,
-            parent=tree.parent, plan=plan.describe()), groups))
+            parent=tree.parent, plan=plan.describe()), groups)
+
+    flows = []
+    for tree in plan.trees:
+        group = flow_of(tree)
+        parts = [group] if not split or group.order_on_pe() is not None else [
+            flow_of(t) for t in _single_orders(plan, tree, flow_of)]
+        for flow in parts:
+            color = colors.take(f"input '{tensor}' (multicast trees)", tensor)
+            flows.append(replace(flow, color=color, external_color=color))
     return flows
+
+
+MAX_SPLIT = 8  # sources of one color taken apart for their orders, at most
+
+
+def _single_orders(plan: Multicast, tree: Tree, flow_of: Callable[[Tree], InputFlow]
+                   ) -> list[Tree]:
+    """``tree``'s sources in groups on whose PEs the stream's order is one function (each
+    group its own color), as few as greedy merging finds; ``tree`` itself where that
+    would take more than :data:`MAX_SPLIT` colors. A PE receiving one source's stream on
+    a color whose sources send different indices for their elements (each PE's block of
+    a stencil's input from the external PE beside it, the halo from its neighbour's)
+    counts its position in the stream by a function of its coordinates that isl writes
+    by piece, which neither batches nor cheap per-wavelet code can use."""
+    if int(tree.sources.count_val().to_python()) > MAX_SPLIT:
+        return [tree]
+    singles = poly.points(tree.sources)
+    groups: list[Tree] = []
+    for src in singles:
+        single = plan.restricted(tree, isl.Set.from_point(point(tree.sources.get_space(), src)))
+        if groups:
+            merged = plan.restricted(tree, groups[-1].sources.union(single.sources))
+            if flow_of(merged).order_on_pe() is not None:
+                groups[-1] = merged
+                continue
+        groups.append(single)
+    return groups
 
 
 def side_of(stream: Stream, width: int, height: int) -> Side:

@@ -47,6 +47,13 @@ class Multicast:
     nodes: int  # PEs the trees pass, summed over sources
     alternative: int  # the same for the other dimension order
 
+    def restricted(self, tree: Tree, sources: isl.Set) -> Tree:
+        """The part of ``tree`` that carries the streams of ``sources`` (some of its own)."""
+        members = tree.members.intersect_domain(sources)
+        parent = tree.parent.intersect_domain(members.range())
+        ramp = tree.ramp.intersect(members.range())
+        return Tree(sources, members, parent, ramp)
+
     def describe(self) -> str:
         other = "column" if self.first == "row" else "row"
         return (f"multicast trees along the {self.first} first, then the {other}s: "

@@ -54,13 +54,15 @@ _ALONG = {"row": "along its row", "column": "along its column",
 
 
 def build_task_graph(model: PolyModel, mapping: Mapping, *,
-                     keep: frozenset[str] = frozenset()) -> TaskGraph:
+                     keep: frozenset[str] = frozenset(), split: bool = True) -> TaskGraph:
     """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2). The
     streamed tensors in ``keep`` are stored as they arrive, and the statements reading
-    them run once they are complete, even where they could run per element."""
+    them run once they are complete, even where they could run per element.
+    ``split=False``: multicast sources of one color stay one flow whatever their orders
+    (fewer colors, :func:`mapping.inputs.tree_flows`)."""
     _require_defined_outputs(model)
     colors = Colors()
-    plan = plan_inputs(model, mapping, colors)
+    plan = plan_inputs(model, mapping, colors, split=split)
     compute, inputs = plan.compute, list(plan.flows)
     for stream in mapping.streams:
         if stream.direction == "output":

@@ -117,10 +117,22 @@ def _task_graph(name: str) -> TaskGraph:
 
 
 def test_overlapping_trees_take_one_color_each() -> None:
+    """Neighbouring sources' trees overlap (the halo), so they never share a color; and
+    since each source sends its own indices (``j mod 5``), sources of one color would
+    give a PE a position in the stream that isl writes by piece: each takes its own."""
     tg = _task_graph("halo_from_every_column")
     flows = tg.input_flows("x")
-    assert len(flows) == 2 and len({f.color for f in flows}) == 2
-    assert all(f.members is not None for f in flows)
+    assert len(flows) == 4 and len({f.color for f in flows}) == 4
+    assert all(f.members is not None and f.order_on_pe() is not None for f in flows)
+    for f in flows:
+        assert f.members is not None
+        assert f.members.domain().count_val().to_python() == 1
+    model = tg.model
+    _, mapping = CASES["halo_from_every_column"]
+    whole = build_task_graph(model, validate_mapping(parse_mapping(textwrap.dedent(mapping)),
+                                                     model), split=False)
+    assert len(whole.input_flows("x")) == 2
+    assert all(f.order_on_pe() is None for f in whole.input_flows("x"))
 
 
 def test_a_stream_on_two_sides_is_carried_by_two_flows() -> None:
