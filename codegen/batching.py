@@ -68,6 +68,7 @@ ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
 ALWAYS_GROUPS = "always-groups"  # as ALWAYS, batches of whole groups first (for testing)
 MAX_BATCH = 64
+MAX_GROUP_BATCH = 256  # a group of a dense stream this long or less may land whole
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
 SPARSE_DENSITY = 0.75
@@ -331,14 +332,22 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         result.append(Candidate(None, None, "no batches: the arrivals of a group do not "
                                             "have a first and last index per PE"))
         return None
-    land_local = _landing(tg, flow, max_batch)
+    # (a group of up to MAX_GROUP_BATCH wavelets may land whole: one batch per group,
+    # whose windows then never straddle two batches)
+    whole = length if max_batch < length <= MAX_GROUP_BATCH and max_batch == MAX_BATCH \
+        else None
+    land_local = _landing(tg, flow, whole or max_batch)
     if isinstance(land_local, str):
         result.append(Candidate(None, None, f"no batches: {land_local}"))
         return None
     best: tuple[int, Batch] | None = None
-    sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)},
-                   reverse=True)
+    sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)}
+                   | ({whole} if whole is not None else set()), reverse=True)
     for size in sizes:
+        if size * ELEMENT_BYTES[land_local.dtype] > room:
+            result.append(Candidate(size, None, f"batches of {size}: the landing array "
+                                                "would not fit the PE"))
+            continue
         made = _batch(tg, memory, flow, tasks, window, size, land_local, grow=grow)
         if isinstance(made, str):
             result.append(Candidate(size, None, made))

@@ -24,7 +24,6 @@ POLYBENCH = ROOT / "examples" / "polybench"
 CASES = [
     (KERNELS / "band_mv.lair", (False, None, 3, False)),  # dense windows, long tasks
     (KERNELS / "conv1d_channels.lair", (False, None, 3, False)),  # an end mark per batch
-    (KERNELS / "stencil1d.lair", (True, None, 5, True)),  # sparse windows, once each
     (POLYBENCH / "gemm.lair", (True, None, 5, True)),  # sparse, a control task per group
     (POLYBENCH / "doitgen.lair", (True, 8, 5, True)),  # batches of whole groups
 ]
@@ -108,3 +107,11 @@ def test_a_long_task_gets_the_slots_that_land_while_it_runs(engine: str) -> None
     so that no PE of the multicast line holds up the stream; two are slower."""
     path = KERNELS / "band_mv.lair"
     assert _run(path, engine, 0.0) < _run(path, engine, 0.0, slots=2)
+
+
+def test_a_group_of_up_to_256_wavelets_lands_whole() -> None:
+    """stencil1d's sparse stream of 66 elements: one window of the whole stream, landed
+    once (never cleared), where windows of 64 took two batches (in a ring of 5 slots)."""
+    (task,) = _batched(KERNELS / "stencil1d.lair")
+    assert (task.sparse, task.batch, task.groups, task.ring, task.once) == (
+        True, 66, None, 1, True)

@@ -7,10 +7,13 @@ piece; each source takes its own color instead, and every flow is taken in batch
 
 from __future__ import annotations
 
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dtg
 from dtg.mapping import inputs
@@ -79,3 +82,48 @@ def test_every_source_is_batched(tmp_path: Path, name: str,
     assert together.comparison.verified
     assert 3 * apart.result.cycles < together.result.cycles, (apart.result.cycles,
                                                               together.result.cycles)
+
+
+@st.composite
+def blocked_stencils(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A 1-D stencil of ``taps`` points on a row of ``pes`` PEs, each PE's block of the
+    input from the external PE beside it (north or south), the last ``taps - 1`` points
+    from the last PE's; a dense or sparse stream, each source's indices from 0 or
+    continuing the global index; the output streamed out or resident."""
+    taps = draw(st.integers(2, 5))
+    block = draw(st.integers(taps, 40))
+    pes = draw(st.integers(2, 6))
+    n = block * pes
+    kind = draw(st.sampled_from(["dense", "sparse"]))
+    row = draw(st.sampled_from(["-1", "1"]))
+    local = draw(st.booleans())
+    first = f"i mod {block}" if local else "i"
+    last = f"i - {block * (pes - 1)}" if local else "i"
+    lair = (f"lair st(): float16 x[{n + taps - 1}], float16 c[{taps}] -> float16 y[{n}]\n"
+            f"{{ all (i, r) in ({n}, {taps}) y[i] += c[r] * x[i + r] }}\n")
+    out = draw(st.sampled_from(["resident", "stream"]))
+    away = "1" if row == "-1" else "-1"  # (the other side)
+    output = ("output y resident" if out == "resident" else
+              f"output y dense {{ y[i = 0:{n - 1}] -> [PE[i//{block}, {away}]"
+              f" -> index[i mod {block}]] }}")
+    mapping = (f"rectangle {{ PE[{pes}, 1] }}\n"
+               f"placement {{ st[i, r] -> PE[i//{block}, 0] }}\n"
+               f"input  x {kind} {{ x[i = 0:{n + taps - 2}] -> [PE[i//{block}, {row}] -> "
+               f"index[{first}]] : i < {n};\n"
+               f"                 x[i = 0:{n + taps - 2}] -> [PE[{pes - 1}, {row}] -> "
+               f"index[{last}]] : i >= {n} }}\n"
+               f"input  c resident\n{output}\n")
+    return lair, mapping, kind
+
+
+@pytest.mark.long
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(blocked_stencils(), st.sampled_from(["simpy", "fast"]))
+def test_random_blocked_stencils_compute_the_program(case: tuple[str, str, str],
+                                                     engine: str) -> None:
+    lair, mapping, _ = case
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "p.lair").write_text(lair)
+        (Path(tmp) / "p.map").write_text(mapping)
+        outcome = run_program(Path(tmp) / "p.lair", seed=4, engine=engine)
+        assert outcome.comparison.verified and outcome.comparison.exact, mapping
