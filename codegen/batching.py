@@ -53,6 +53,7 @@ from dtg.pe.ir import (
     LOCAL_MEMORY_BYTES,
     MAX_RING,
     MAX_SIMD_DIMS,
+    SLOT,
     BConst,
     IBin,
     IConst,
@@ -364,6 +365,8 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         # per group or once, codegen.hoist, unless it runs once)
         varying = frozenset({poly.INDEX}) if flow.kind == "sparse" and not (
             once and ring == 1) else None
+        if flow.kind == "dense" and groups > 1:  # (its parts of the PE alone: in main)
+            varying = frozenset({*poly.index_names(flow.index_dims), COUNT, SLOT})
         # (the busiest PE's: the tasks and the kept copy may each run on other PEs; a
         # task with instances in some batches only runs on their share, its test on all)
         work: list[tuple[isl.Set, int]] = []

@@ -75,7 +75,9 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
                    for b in bases)
     chosen = d.length if d.by_length else d.variant
-    select = costs().simd_variant_select + expr_ops(chosen) if chosen is not None else 0
+    select = costs().simd_variant_select + (
+        expr_ops(chosen) if varying is None else per_arrival_ops(chosen, varying)
+    ) if chosen is not None else 0
     per_run = (1 + len(d.more)) * (c.simd_startup + base_ops + select) + elements
     if d.outer is None:
         return per_run
