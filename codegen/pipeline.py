@@ -467,17 +467,18 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)
             shared = share_colors(module, fabric.colors)
+            if shared is None and split and any(f.members is not None for f in tg.inputs):
+                # (multicast sources apart take more colors: together, before batches go)
+                return _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                                     reference=reference, params=params,
+                                     max_configs=max_configs, arrival=arrival,
+                                     fabric=fabric, keep=keep, split=False)
             if shared is None and arrivals.batches:  # batched colors are never shared
                 module, decisions, arrivals = _fit_configurations(
                     tg, memory, decisions, simd=simd, name=name, reference=reference,
                     params=params, max_configs=max_configs, arrivals=ArrivalPlan(
                         candidates=arrivals.candidates))
                 shared = share_colors(module, fabric.colors)
-            if shared is None and split:  # (multicast sources apart take more colors)
-                return _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
-                                     reference=reference, params=params,
-                                     max_configs=max_configs, arrival=arrival,
-                                     fabric=fabric, keep=keep, split=False)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared

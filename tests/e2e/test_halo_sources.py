@@ -127,3 +127,30 @@ def test_random_blocked_stencils_compute_the_program(case: tuple[str, str, str],
         (Path(tmp) / "p.map").write_text(mapping)
         outcome = run_program(Path(tmp) / "p.lair", seed=4, engine=engine)
         assert outcome.comparison.verified and outcome.comparison.exact, mapping
+
+
+def test_sources_stay_together_where_apart_they_take_too_many_colors(tmp_path: Path) -> None:
+    """Three stencil inputs, each from 8 sources that send their own indices: apart they
+    would take 24 colors before the output's; the module is compiled again with each
+    input's sources together (2 colors each, one task per wavelet, as before sources
+    were taken apart)."""
+    n, pes = 128, 8
+    block = n // pes
+    ins = ", ".join(f"float16 {t}[{n + 2}]" for t in "abc")
+    (tmp_path / "p.lair").write_text(
+        f"lair st(): {ins}, float16 w[3] -> float16 y[{n}]\n"
+        f"{{ all (i, r) in ({n}, 3) y[i] += w[r] * (a[i + r] + b[i + r] + c[i + r]) }}\n")
+    streams = "\n".join(
+        f"input  {t} dense {{ {t}[i = 0:{n + 1}] -> [PE[i//{block}, -1] -> index[i mod "
+        f"{block}]] : i < {n};\n  {t}[i = 0:{n + 1}] -> [PE[{pes - 1}, -1] -> "
+        f"index[i - {n - block}]] : i >= {n} }}" for t in "abc")
+    (tmp_path / "p.map").write_text(
+        f"rectangle {{ PE[{pes}, 1] }}\nplacement {{ st[i, r] -> PE[i//{block}, 0] }}\n"
+        f"{streams}\ninput  w resident\n"
+        f"output y dense {{ y[i = 0:{n - 1}] -> [PE[i//{block}, 1] -> index[i mod {block}]] }}\n")
+    compiled = dtg.compile(tmp_path / "p.lair")
+    assert compiled.tasks is not None
+    assert all(len(compiled.tasks.input_flows(t)) == 2 for t in "abc")
+    for seed in (0, 1):
+        outcome = run_program(tmp_path / "p.lair", seed=seed)
+        assert outcome.comparison.verified and outcome.comparison.exact
