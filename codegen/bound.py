@@ -390,7 +390,8 @@ def _nonvanishing(pstmt: PolyStatement, placed: isl.Map,
         access, relation = poly.align_params(access, relation)
         relation = relation.range_product(access.intersect_domain(pstmt.domain))
     try:
-        rows = np.array(poly.points(relation.wrap(), limit=NONVANISHING_LIMIT), dtype=np.int64)
+        rows = np.array(poly.function_points(relation, limit=NONVANISHING_LIMIT),
+                        dtype=np.int64)
     except poly.TooManyPointsError:
         return {}  # (too many to list: no work counted, so the bound stays a lower bound)
     if rows.size == 0:

@@ -920,6 +920,29 @@ def points(s: isl.Set, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
     return sorted(found)
 
 
+def function_points(rel: isl.Map, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
+    """The points of ``rel``'s wrapped set (argument, then value), in lexicographic
+    order. Where ``rel`` is a function, there are as many as its domain has, which the
+    ``limit`` then bounds: the bounding box of the whole may be far larger, as where the
+    values are floors of the arguments (a tile's PE)."""
+    if not rel.is_single_valued():
+        return points(rel.wrap(), limit=limit)
+    _require_bounded(rel.wrap(), "listing the points of a set")
+    domain = rel.domain()
+    if _volume(domain) > limit and _volume(compress(domain).compressed) > limit:
+        raise TooManyPointsError(f"a set with more than {limit} points cannot be listed "
+                                 f"one by one: {_shown(domain)}")
+    found: list[tuple[int, ...]] = []
+    wrapped = rel.wrap()
+    n = wrapped.dim(_dt.set)
+
+    def record(point: isl.Point) -> None:
+        found.append(tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(n)))
+
+    wrapped.foreach_point(record)
+    return sorted(found)
+
+
 def greatest(value: isl.PwAff) -> isl.Val:
     """The greatest value of ``value`` over its domain and all parameter values
     (infinite when unbounded). isl's ``max_val`` refuses an expression that isl wrote

@@ -414,3 +414,35 @@ def test_zeros_too_many_to_list_count_no_work(monkeypatch: pytest.MonkeyPatch) -
     unlisted = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()
     assert unlisted["compute"]["cycles"] < known["compute"]["cycles"]
     assert unlisted["injection"] == known["injection"]
+
+
+def test_zeros_are_counted_where_only_the_instances_fit_the_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sum pooling tiled over PEs: each instance's PE and element are functions of it
+    (floors of its iterators), so the instances, not the bounding box of instance, PE
+    and element together (2,048 times larger here), decide whether they can be listed
+    to find the zeros' skipped work."""
+    (tmp_path / "p.lair").write_text(textwrap.dedent("""\
+        lair pool(): float32 x[2][16][16] -> float32 y[2][8][8]
+        { all (c, i, j, a, b) in (2, 8, 8, 2, 2) y[c][i][j] += x[c][2 * i + a][2 * j + b] }
+        """))
+    (tmp_path / "p.map").write_text(textwrap.dedent("""\
+        rectangle { PE[2, 2] }
+        placement { pool[c, i, j, a, b] -> PE[j//4, i//4] }
+        input  x sparse { x[c = 0:1, r = 0:15, q = 0:15] -> [PE[q//8, -1] -> index[c, r, q mod 8]] }
+        output y resident
+        """))
+    c = compile_file(tmp_path / "p.lair", stop="mapping")
+    inputs = random_inputs(c.program.graph, 5, low=-2, high=2)
+    x = inputs["x"]
+    assert (x == 0).any() and (x != 0).any()
+    known = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()["compute"]
+    # (each PE reads an 8 x 8 block of every channel once: its nonzero elements' additions)
+    busiest = max(int(np.count_nonzero(x[:, 8 * py:8 * py + 8, 8 * px:8 * px + 8]))
+                  for px in range(2) for py in range(2))
+    assert known["cycles"] == min(busiest, FabricConfig().simd_config
+                                  + FabricConfig().simd_startup
+                                  + -(-busiest // FabricConfig().widest("float32")))
+    monkeypatch.setattr(bound_module, "NONVANISHING_LIMIT", 512)
+    listed = mapping_bound(c.program.model, c.mapping, data=inputs).as_dict()["compute"]
+    assert listed == known
