@@ -69,7 +69,7 @@ ARRIVAL_MODES = ("batched", "per-wavelet")
 ALWAYS = "always"  # batches wherever possible, even where predicted slower (for testing)
 ALWAYS_GROUPS = "always-groups"  # as ALWAYS, batches of whole groups first (for testing)
 MAX_BATCH = 64
-MAX_GROUP_BATCH = 256  # a group of a dense stream this long or less may land whole
+MAX_GROUP_BATCH = 256  # a group of a stream this long or less may land whole
 # The share of a sparse stream's elements assumed nonzero when batches (which compute
 # with the zeros) are weighed against per-wavelet tasks (which skip them).
 SPARSE_DENSITY = 0.75
@@ -335,8 +335,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         return None
     # (a group of up to MAX_GROUP_BATCH wavelets may land whole: one batch per group,
     # whose windows then never straddle two batches)
-    whole = length if max_batch < length <= MAX_GROUP_BATCH and max_batch == MAX_BATCH \
-        else None
+    whole = length if max_batch < length <= MAX_GROUP_BATCH else None
     land_local = _landing(tg, flow, whole or max_batch)
     if isinstance(land_local, str):
         result.append(Candidate(None, None, f"no batches: {land_local}"))

@@ -444,6 +444,8 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                   reference: str | None, params: Sequence[tuple[str, int | str]],
                   max_configs: int, arrival: str, fabric: FabricConfig,
                   keep: frozenset[str], split: bool = True) -> Compilation:
+    """One compilation (``split``: multicast sources apart where their orders differ,
+    :func:`mapping.inputs.tree_flows`)."""
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
@@ -467,18 +469,26 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)
             shared = share_colors(module, fabric.colors)
-            if shared is None and split and any(f.members is not None for f in tg.inputs):
-                # (multicast sources apart take more colors: together, before batches go)
-                return _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
-                                     reference=reference, params=params,
-                                     max_configs=max_configs, arrival=arrival,
-                                     fabric=fabric, keep=keep, split=False)
-            if shared is None and arrivals.batches:  # batched colors are never shared
+            # Batched colors are never shared: where the colors run short, first the
+            # multicast sources taken apart lose their batches, then every stream; then
+            # the sources go back together (their orders then allow no batches anyway).
+            apart = {f.name for f in tg.inputs if f.apart}
+            for drop in ([apart] if apart else []) + [{b.flow for b in arrivals.batches}]:
+                if shared is not None or not drop & {b.flow for b in arrivals.batches}:
+                    continue
                 module, decisions, arrivals = _fit_configurations(
                     tg, memory, decisions, simd=simd, name=name, reference=reference,
-                    params=params, max_configs=max_configs, arrivals=ArrivalPlan(
-                        candidates=arrivals.candidates))
+                    params=params, max_configs=max_configs, arrivals=replace(
+                        arrivals, batches=tuple(b for b in arrivals.batches
+                                                if b.flow not in drop)))
                 shared = share_colors(module, fabric.colors)
+            if shared is None and apart:
+                together = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                                         reference=reference, params=params,
+                                         max_configs=max_configs, arrival=arrival,
+                                         fabric=fabric, keep=keep, split=False)
+                return replace(together, seconds=together.seconds + time.perf_counter()
+                               - start)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared

@@ -91,6 +91,8 @@ class InputFlow:
     members: isl.Map | None = None
     parent: isl.Map | None = None
     plan: str = ""  # how the flow was chosen, for the compile report
+    # part of a color's sources taken apart for their orders (mapping.inputs.tree_flows)
+    apart: bool = False
 
     @property
     def name(self) -> str:

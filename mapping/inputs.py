@@ -40,7 +40,7 @@ from dtg.mapping.mesh import (
     translate,
     witness,
 )
-from dtg.mapping.multicast import Multicast, Tree, plan_multicast
+from dtg.mapping.multicast import Tree, plan_multicast
 from dtg.mapping.validate import PE, Mapping, Stream, border_ring
 
 
@@ -194,48 +194,50 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         require_consecutive(stream, tensor)
     plan = plan_multicast(sources.reverse().apply_range(need).coalesce(), side)
 
-    def flow_of(tree: Tree) -> InputFlow:
+    def flow_of(tree: Tree, color: int, note: str = "") -> InputFlow:
         elements = sources.intersect_range(tree.sources).domain()
         part = replace(stream, relation=stream.relation.intersect_domain(elements))
         groups = _count_groups(part.order, part.external_pes, f"input '{tensor}'", tensor)
         relation = sources.intersect_domain(elements).range_product(part.order)
         return _with_groups(InputFlow(
-            tensor, stream.kind, side, -1, -1, relation, part.order, tree.ramp, None,
+            tensor, stream.kind, side, color, color, relation, part.order, tree.ramp, None,
             groups or 0, stream_relation=part.relation, members=tree.members,
-            parent=tree.parent, plan=plan.describe()), groups)
+            parent=tree.parent, plan=plan.describe() + note, apart=bool(note)), groups)
 
     flows = []
     for tree in plan.trees:
-        group = flow_of(tree)
-        parts = [group] if not split or group.order_on_pe() is not None else [
-            flow_of(t) for t in _single_orders(plan, tree, flow_of)]
-        for flow in parts:
+        parts = [tree]
+        if split and flow_of(tree, -1).order_on_pe() is None:
+            parts = _single_orders(tree, lambda t: flow_of(t, -1).order_on_pe() is not None)
+        note = "" if len(parts) == 1 else (
+            f"; the sources of one of them apart on {len(parts)} colors, since they send "
+            "different indices for their elements")
+        for part in parts:
             color = colors.take(f"input '{tensor}' (multicast trees)", tensor)
-            flows.append(replace(flow, color=color, external_color=color))
+            flows.append(flow_of(part, color, note))
     return flows
 
 
 MAX_SPLIT = 8  # sources of one color taken apart for their orders, at most
 
 
-def _single_orders(plan: Multicast, tree: Tree, flow_of: Callable[[Tree], InputFlow]
-                   ) -> list[Tree]:
-    """``tree``'s sources in groups on whose PEs the stream's order is one function (each
-    group its own color), as few as greedy merging finds; ``tree`` itself where that
-    would take more than :data:`MAX_SPLIT` colors. A PE receiving one source's stream on
-    a color whose sources send different indices for their elements (each PE's block of
-    a stencil's input from the external PE beside it, the halo from its neighbour's)
-    counts its position in the stream by a function of its coordinates that isl writes
-    by piece, which neither batches nor cheap per-wavelet code can use."""
+def _single_orders(tree: Tree, one_order: Callable[[Tree], bool]) -> list[Tree]:
+    """``tree``'s sources in groups on whose PEs the stream's order is one function
+    (``one_order``), each to take its own color: consecutive sources merged while their
+    orders agree; ``tree`` itself where it has more than :data:`MAX_SPLIT` sources. A PE
+    receiving one source's stream on a color whose sources send different indices for
+    their elements (each PE's block of a stencil's input from the external PE beside
+    it, the halo from its neighbour's) counts its position in the stream by a function
+    of its coordinates that isl writes by piece, which neither batches nor cheap
+    per-wavelet code can use."""
     if int(tree.sources.count_val().to_python()) > MAX_SPLIT:
         return [tree]
-    singles = poly.points(tree.sources)
     groups: list[Tree] = []
-    for src in singles:
-        single = plan.restricted(tree, isl.Set.from_point(point(tree.sources.get_space(), src)))
+    for src in poly.points(tree.sources):
+        single = tree.restricted(isl.Set.from_point(point(tree.sources.get_space(), src)))
         if groups:
-            merged = plan.restricted(tree, groups[-1].sources.union(single.sources))
-            if flow_of(merged).order_on_pe() is not None:
+            merged = tree.restricted(groups[-1].sources.union(single.sources))
+            if one_order(merged):
                 groups[-1] = merged
                 continue
         groups.append(single)

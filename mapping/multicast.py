@@ -37,6 +37,14 @@ class Tree:
     parent: isl.Map  # PE -> the PE it receives the stream from (a source for entry PEs)
     ramp: isl.Set  # PEs whose core receives the stream: those that need its elements
 
+    def restricted(self, sources: isl.Set) -> Tree:
+        """The part that carries the streams of ``sources`` (some of this tree's; trees
+        of one color share no PE, so each PE's parent and ramp stay as they were)."""
+        members = self.members.intersect_domain(sources)
+        parent = self.parent.intersect_domain(members.range())
+        ramp = self.ramp.intersect(members.range())
+        return Tree(sources, members, parent, ramp)
+
 
 @dataclass(frozen=True)
 class Multicast:
@@ -46,13 +54,6 @@ class Multicast:
     trees: tuple[Tree, ...]
     nodes: int  # PEs the trees pass, summed over sources
     alternative: int  # the same for the other dimension order
-
-    def restricted(self, tree: Tree, sources: isl.Set) -> Tree:
-        """The part of ``tree`` that carries the streams of ``sources`` (some of its own)."""
-        members = tree.members.intersect_domain(sources)
-        parent = tree.parent.intersect_domain(members.range())
-        ramp = tree.ramp.intersect(members.range())
-        return Tree(sources, members, parent, ramp)
 
     def describe(self) -> str:
         other = "column" if self.first == "row" else "row"

@@ -905,19 +905,10 @@ def points(s: isl.Set, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
     :class:`TooManyPointsError`, before listing any, when its bounding box (of the set
     made dense by :func:`compress` where needed) holds more than ``limit`` points."""
     _require_bounded(s, "listing the points of a set")
-    found: list[tuple[int, ...]] = []
-    n = s.dim(_dt.set)
     if s.is_empty():
-        return found
-    if _volume(s) > limit and _volume(compress(s).compressed) > limit:
-        raise TooManyPointsError(f"a set with more than {limit} points cannot be listed "
-                                 f"one by one: {_shown(s)}")
-
-    def record(point: isl.Point) -> None:
-        found.append(tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(n)))
-
-    s.foreach_point(record)
-    return sorted(found)
+        return []
+    _require_listable(s, limit)
+    return _listed_points(s)
 
 
 def function_points(rel: isl.Map, *, limit: int = MAX_POINTS) -> list[tuple[int, ...]]:
@@ -925,21 +916,30 @@ def function_points(rel: isl.Map, *, limit: int = MAX_POINTS) -> list[tuple[int,
     order. Where ``rel`` is a function, there are as many as its domain has, which the
     ``limit`` then bounds: the bounding box of the whole may be far larger, as where the
     values are floors of the arguments (a tile's PE)."""
-    if not rel.is_single_valued():
-        return points(rel.wrap(), limit=limit)
-    _require_bounded(rel.wrap(), "listing the points of a set")
-    domain = rel.domain()
-    if _volume(domain) > limit and _volume(compress(domain).compressed) > limit:
-        raise TooManyPointsError(f"a set with more than {limit} points cannot be listed "
-                                 f"one by one: {_shown(domain)}")
-    found: list[tuple[int, ...]] = []
     wrapped = rel.wrap()
-    n = wrapped.dim(_dt.set)
+    if not rel.is_single_valued():
+        return points(wrapped, limit=limit)
+    _require_bounded(wrapped, "listing the points of a set")
+    if wrapped.is_empty():
+        return []
+    _require_listable(rel.domain(), limit)
+    return _listed_points(wrapped)
+
+
+def _require_listable(s: isl.Set, limit: int) -> None:
+    if _volume(s) > limit and _volume(compress(s).compressed) > limit:
+        raise TooManyPointsError(f"a set with more than {limit} points cannot be listed "
+                                 f"one by one: {_shown(s)}")
+
+
+def _listed_points(s: isl.Set) -> list[tuple[int, ...]]:
+    found: list[tuple[int, ...]] = []
+    n = s.dim(_dt.set)
 
     def record(point: isl.Point) -> None:
         found.append(tuple(_int(point.get_coordinate_val(_dt.set, d)) for d in range(n)))
 
-    wrapped.foreach_point(record)
+    s.foreach_point(record)
     return sorted(found)
 
 

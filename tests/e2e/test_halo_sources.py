@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dtg
+from dtg.codegen.colors import colors_used
 from dtg.mapping import inputs
 from dtg.pesim.run import run_program
 
@@ -72,6 +73,8 @@ def test_every_source_is_batched(tmp_path: Path, name: str,
     assert compiled.tasks is not None and compiled.arrivals is not None
     flows = compiled.tasks.input_flows("x")
     assert len(flows) == SOURCES[name] and all(f.order_on_pe() is not None for f in flows)
+    assert any(f.apart for f in flows)
+    assert all(("apart on 2 colors" in f.plan) == f.apart for f in flows)
     assert {b.flow for b in compiled.arrivals.batches} == {f.name for f in flows}
     apart = run_program(path)
     assert apart.comparison.verified
@@ -129,11 +132,12 @@ def test_random_blocked_stencils_compute_the_program(case: tuple[str, str, str],
         assert outcome.comparison.verified and outcome.comparison.exact, mapping
 
 
-def test_sources_stay_together_where_apart_they_take_too_many_colors(tmp_path: Path) -> None:
-    """Three stencil inputs, each from 8 sources that send their own indices: apart they
-    would take 24 colors before the output's; the module is compiled again with each
-    input's sources together (2 colors each, one task per wavelet, as before sources
-    were taken apart)."""
+def test_sources_apart_lose_their_batches_first_where_colors_run_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three stencil inputs, each from 8 sources that send their own indices: apart and
+    batched they would take 24 colors before the output's. Without batches their colors
+    are shared (7 in all), which is faster than the sources together, whose orders allow
+    no batches either."""
     n, pes = 128, 8
     block = n // pes
     ins = ", ".join(f"float16 {t}[{n + 2}]" for t in "abc")
@@ -149,8 +153,13 @@ def test_sources_stay_together_where_apart_they_take_too_many_colors(tmp_path: P
         f"{streams}\ninput  w resident\n"
         f"output y dense {{ y[i = 0:{n - 1}] -> [PE[i//{block}, 1] -> index[i mod {block}]] }}\n")
     compiled = dtg.compile(tmp_path / "p.lair")
-    assert compiled.tasks is not None
-    assert all(len(compiled.tasks.input_flows(t)) == 2 for t in "abc")
-    for seed in (0, 1):
-        outcome = run_program(tmp_path / "p.lair", seed=seed)
-        assert outcome.comparison.verified and outcome.comparison.exact
+    assert compiled.tasks is not None and compiled.arrivals is not None
+    assert compiled.module is not None
+    assert all(len(compiled.tasks.input_flows(t)) == 8 for t in "abc")
+    assert not compiled.arrivals.batches and len(colors_used(compiled.module)) <= 24
+    apart = run_program(tmp_path / "p.lair", seed=1)
+    assert apart.comparison.verified and apart.comparison.exact
+    monkeypatch.setattr(inputs, "MAX_SPLIT", 0)
+    together = run_program(tmp_path / "p.lair", seed=1)
+    assert together.comparison.verified and together.comparison.exact
+    assert apart.result.cycles < together.result.cycles

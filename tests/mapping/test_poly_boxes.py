@@ -139,3 +139,20 @@ def test_size_enumeration_stops_at_its_limit() -> None:
         poly.enumerate_sizes(sizes, index=["index"], limit=10)
     enum = poly.enumerate_sizes(sizes, index=["index"], limit=100)
     assert enum is not None and len(enum.entries) == 100
+
+
+def test_a_function_is_listed_by_its_arguments() -> None:
+    """A function's points are as many as its arguments: a tile's PE and an element, as
+    floors and sums of the instance, give a box around all three 2,048 times larger."""
+    rel = isl.Map("{ S[c, i, a] -> [P[i//4] -> x[c, 2i + a]] : 0 <= c < 2 and 0 <= i < 8 "
+                  "and 0 <= a < 2 }")
+    listed = poly.function_points(rel, limit=32)
+    assert len(listed) == 32 and listed == sorted(listed)
+    assert all(p == (c, i, a, i // 4, c, 2 * i + a) for p in listed for c, i, a in [p[:3]])
+    with pytest.raises(poly.TooManyPointsError):
+        poly.points(rel.wrap(), limit=32)
+    with pytest.raises(poly.TooManyPointsError):
+        poly.function_points(rel, limit=31)
+    assert poly.function_points(rel.intersect_domain(isl.Set("{ S[c, i, a] : c > 5 }"))) == []
+    # (not a function: listed as the set it wraps)
+    assert len(poly.function_points(isl.Map("{ [i] -> [j] : 0 <= i, j < 3 }"))) == 9
