@@ -487,8 +487,7 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                                          reference=reference, params=params,
                                          max_configs=max_configs, arrival=arrival,
                                          fabric=fabric, keep=keep, split=False)
-                return replace(together, seconds=together.seconds + time.perf_counter()
-                               - start)
+                return replace(together, seconds=time.perf_counter() - start)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared
