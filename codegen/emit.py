@@ -48,7 +48,7 @@ from dtg.codegen.scalarcode import scalar_code, value_expr
 from dtg.codegen.sharing import Sharing, exchange_name
 from dtg.codegen.simd import Operand, SimdDecision, row_major
 from dtg.codegen.splitting import split_outer_loop
-from dtg.codegen.stmtutil import and_cond, guarded, pe_condition_set
+from dtg.codegen.stmtutil import guarded, pe_condition_set
 from dtg.errors import CompilerBug
 from dtg.lair.graph import Const
 from dtg.lair.lower import PolyStatement
@@ -62,7 +62,7 @@ from dtg.mapping.flows import (
     unsupported,
 )
 from dtg.mapping.memory import LocalTensor, Memory
-from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT
+from dtg.mapping.mesh import ENTRY_PORT, FLOW_PORT, inward, translate
 from dtg.pe.ir import (
     SLOT,
     Activate,
@@ -396,15 +396,16 @@ class _ComputeBuilder(Sharing, Gathering):
             return
         port_in, port_on = ENTRY_PORT[flow.side], FLOW_PORT[flow.side]
         context = self.region.context()
-        reach = pe_condition_set(flow.lines)
-        last = {"N": ("PE_Y", self.region.height - 1), "S": ("PE_Y", 0),
-                "W": ("PE_X", self.region.width - 1), "E": ("PE_X", 0)}[flow.side]
-        in_line = condition_of(reach, context)
-        is_last = Cmp("==", IVar(last[0]), IConst(last[1]))
-        not_last = Cmp("!=", IVar(last[0]), IConst(last[1]))
-        self.routes.append(Route(flow.color, port_in, ("RAMP", port_on),
-                                 and_cond(in_line, not_last)))
-        self.routes.append(Route(flow.color, port_in, ("RAMP",), and_cond(in_line, is_last)))
+        # the last PE of each line: the stream ends there (a line ends at its farthest PE
+        # that needs an element, mapping.inputs)
+        dx, dy = inward(flow.side)
+        goes_on = flow.lines.intersect(flow.lines.apply(translate(-dx, -dy)))
+        last = pe_condition_set(flow.lines.subtract(goes_on))
+        on = pe_condition_set(goes_on)
+        if not goes_on.is_empty():
+            self.routes.append(Route(flow.color, port_in, ("RAMP", port_on),
+                                     condition_of(on, context)))
+        self.routes.append(Route(flow.color, port_in, ("RAMP",), condition_of(last, context)))
 
     def _flow_tasks(self, flow: InputFlow, done: Sequence[Stmt], *, counted: bool,
                     ended: Sequence[Stmt] = ()) -> list[Task]:

@@ -38,6 +38,7 @@ from dtg.mapping.mesh import (
     point,
     same_line,
     translate,
+    upstream_of,
     witness,
 )
 from dtg.mapping.multicast import Tree, plan_multicast
@@ -378,6 +379,11 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if adapter_line is None:
         lines = sources_rel.apply_range(to_line_position(side, 0)).range()
         reach = lines.apply(same_line(side)).intersect(compute.pes())
+        # Each line as far as its farthest PE that needs an element (at least its first
+        # PE, where the stream enters): the PEs beyond it would only receive wavelets.
+        first = {"N": 0, "W": 0, "S": compute.height - 1, "E": compute.width - 1}[side]
+        entries = sources_rel.apply_range(to_line_position(side, first)).range()
+        reach = reach.intersect(need.range().union(entries).apply(upstream_of(side)))
         return _with_groups(InputFlow(
             tensor, stream.kind, side, external_color, external_color,
             shift_relation(stream.relation, to_rel), stream.order, reach, None, groups or 0),

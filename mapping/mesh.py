@@ -60,6 +60,16 @@ def same_line(side: Side) -> isl.Map:
                                                    keep)
 
 
+def upstream_of(side: Side) -> isl.Map:
+    """``{ PE[a] -> PE[b] }``: ``b`` on the line of ``a`` and not farther than ``a`` from
+    ``side`` (a stream entering from ``side`` passes ``b`` on its way to ``a``)."""
+    keep = 0 if side in VERTICAL else 1
+    along = 1 - keep
+    sign = 1 if side in ("N", "W") else -1  # (towards larger coordinates from N and W)
+    return same_line(side).intersect(linear_map(pe_map_space(), ineqs=[
+        {("in", along): sign, ("out", along): -sign}]))
+
+
 def point(space: isl.Space, coords: Sequence[int]) -> isl.Point:
     p = isl.Point.zero(space)
     for k, value in enumerate(coords):
