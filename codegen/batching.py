@@ -158,6 +158,7 @@ class Batch:
     fixed: tuple[str, ...] = ()
     first: isl.PwAff | None = None  # what ``index`` stands for (groupbatch.GroupLayout)
     ring: int = 1  # batches the landing array holds (``ring`` in the PE code)
+    window: int = 0  # the last of ``fixed`` starts a window of that many values
 
     @property
     def land_bytes(self) -> int:
@@ -462,7 +463,8 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
         if flow.tensor in tg.buffered:  # the batch's kept elements copied into place
             kept = memory.of(flow.tensor)
             copy = "the kept stream has no array" if kept is None else keep_copy(
-                flow, kept, layout.land, layout.context, free=layout.free)
+                flow, kept, layout.land, layout.context, free=layout.free,
+                window=(layout.fixed[-1], layout.window) if layout.window else None)
             if isinstance(copy, str):
                 made.append((Candidate(layout.slot, None, f"{what}: {copy}", None,
                                        layout.groups), None))
@@ -471,7 +473,7 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
         batch = Batch(flow.name, layout.slot, layout.land, layout.context,
                       tuple(t for t, _ in chosen), tuple((t.name, d) for t, d in chosen),
                       keep=keep, once=once, groups=layout.groups, fixed=layout.fixed,
-                      first=layout.first, ring=ring)
+                      first=layout.first, ring=ring, window=layout.window)
         if keep is not None and lands_in_place(batch, memory.of(flow.tensor)):
             # (in the tensor's array: one slot, the array's, and no copy)
             batch = replace(batch, ring=1, once=flow.kind == "sparse" and layout.batches == 1)
@@ -694,18 +696,23 @@ def _batch(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[Task, ..
 
 
 def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: isl.Set, *,
-              free: tuple[str, ...] | None = None) -> KeepCopy | str:
+              free: tuple[str, ...] | None = None, window: tuple[str, int] | None = None
+              ) -> KeepCopy | str:
     """The copy of a batch's kept elements into ``kept``'s array: the elements arriving
     at the PE in the batch's window (``free``: for any value of these index parameters,
-    a batch of whole groups) that the PE needs, as one box."""
+    a batch of whole groups; ``window``: and for the values of that parameter from its
+    value on, that many) that the PE needs, as one box."""
     reaching = poly.bind_pe(flow.reaching().reverse())
     order = flow.order.intersect_domain(reaching.align_params(flow.order.get_space()))
     at_index = order.bind_range(poly.multi_id(order.get_space().range(),
                                               poly.index_names(flow.index_dims)))
     needed = poly.bind_pe(kept.array.per_pe)
     at_index, needed = poly.align_params(at_index, needed)
-    elements = poly.over_window(at_index.intersect(needed), poly.INDEX, COUNT) if \
-        free is None else poly.project_out_params(at_index.intersect(needed), free)
+    elements = at_index.intersect(needed)
+    if window is not None:
+        elements = poly.over_values(elements, *window)
+    elements = poly.over_window(elements, poly.INDEX, COUNT) if \
+        free is None else poly.project_out_params(elements, free)
     elements, ctx = poly.align_params(elements, context)
     elements = elements.intersect_params(ctx).coalesce()
     varying = (*poly.index_params(elements), *((COUNT,) if free is None else ()))
@@ -723,21 +730,26 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
         sizes = rect.sizes.project_out_all_params().coalesce()
         found = poly.within_effort(KEEP_EFFORT, lambda: poly.points(
             sizes, limit=MAX_SIZE_POINTS))
-        if not found or len(found) > MAX_KEEP_VARIANTS:
-            return (f"the kept elements of a batch are boxes of more than "
-                    f"{MAX_KEEP_VARIANTS} sizes")
-        variants = tuple(sorted(found))
-        size = tuple(max(v[d] for v in variants) for d in range(len(variants[0])))
-        varied = [d for d in range(len(size)) if len({v[d] for v in variants}) > 1]
-        per_pe = _variants_per_pe(rect.sizes, variants)
-        if per_pe > 1 and len(varied) == 1 and cut_dimension(size) == varied[0]:
-            d = varied[0]  # one configuration, cut to the batch's extent there
-            length = normalize(IBin("+", IBin("-", pw_aff_expr(rect.maximum.get_at(d), ctx),
-                                              pw_aff_expr(rect.minimum.get_at(d), ctx)),
-                                    IConst(1)))
-            variants = ()
-        else:  # (one size per PE: selected by the PE alone, each PE sets up its own)
-            variant = _variant_selector(rect.sizes, variants, ctx, by_pe=per_pe == 1)
+        if found and len(found) <= MAX_KEEP_VARIANTS:
+            variants = tuple(sorted(found))
+            size = tuple(max(v[d] for v in variants) for d in range(len(variants[0])))
+            varied = [d for d in range(len(size)) if len({v[d] for v in variants}) > 1]
+            per_pe = _variants_per_pe(rect.sizes, variants)
+            if per_pe > 1 and len(varied) == 1 and cut_dimension(size) == varied[0]:
+                d = varied[0]  # one configuration, cut to the batch's extent there
+                length = normalize(IBin("+", IBin("-", pw_aff_expr(rect.maximum.get_at(d),
+                                                                   ctx),
+                                                  pw_aff_expr(rect.minimum.get_at(d), ctx)),
+                                        IConst(1)))
+                variants = ()
+            else:  # (one size per PE: selected by the PE alone, each PE sets up its own)
+                variant = _variant_selector(rect.sizes, variants, ctx, by_pe=per_pe == 1)
+        else:  # (sizes by the PE in all but the cut dimension, cut to the batch's there)
+            cut = _cut_variants(rect, ctx)
+            if cut is None:
+                return (f"the kept elements of a batch are boxes of more than "
+                        f"{MAX_KEEP_VARIANTS} sizes")
+            size, variants, variant, length = cut
     if not 0 < len(size) <= MAX_SIMD_DIMS:
         return "the kept elements of a batch have too many dimensions for SIMD"
     identity = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
@@ -750,6 +762,35 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
     (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
                     variants, variant, length)
+
+
+def _cut_variants(rect: poly.Rectangularity, context: isl.Set
+                  ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], IExpr, IExpr] | None:
+    """Boxes of many sizes that differ, between batches on a PE, only in the dimension a
+    length cuts (:func:`cut_dimension`): one variant per size of the other dimensions,
+    each PE's selected by the PE alone, cut to the batch's extent there (the largest
+    size, the variants, the selector, the length); None if the sizes are otherwise."""
+    n = int(rect.sizes.dim(isl.dim_type.set))
+    all_sizes = rect.sizes.project_out_all_params()
+    size = tuple(poly.constant_value(all_sizes.dim_max(d)) for d in range(n))
+    if any(v is None for v in size):
+        return None
+    largest = tuple(v or 0 for v in size)
+    d = cut_dimension(largest)
+    others = rect.sizes.project_out(isl.dim_type.set, d, 1)
+    found = poly.within_effort(KEEP_EFFORT, lambda: poly.points(
+        others.project_out_all_params().coalesce(), limit=MAX_SIZE_POINTS))
+    if not found or len(found) > MAX_KEEP_VARIANTS:
+        return None
+    rest = tuple(sorted(found))
+    if _variants_per_pe(others, rest) != 1:
+        return None
+    variants = tuple((*v[:d], largest[d], *v[d:]) for v in rest)
+    variant = _variant_selector(others, rest, context, by_pe=True)
+    length = normalize(IBin("+", IBin("-", pw_aff_expr(rect.maximum.get_at(d), context),
+                                      pw_aff_expr(rect.minimum.get_at(d), context)),
+                            IConst(1)))
+    return largest, variants, variant, length
 
 
 def _variants_per_pe(sizes: isl.Set, variants: tuple[tuple[int, ...], ...]) -> int:

@@ -29,6 +29,7 @@ import islpy as isl
 
 from dtg.codegen.cost import costs, dispatch
 from dtg.codegen.simd import SimdDecision, decide
+from dtg.lair.lower import CTX
 from dtg.mapping import affine, poly
 from dtg.mapping.flows import InputFlow, Task, TaskGraph
 from dtg.mapping.memory import LocalTensor, Memory
@@ -61,6 +62,9 @@ class GroupLayout:
     # where a group's first slot is a piecewise function of the PE (and ``fixed``): that
     # function, which the parameter ``index`` stands for in ``land`` and the decisions
     first: isl.PwAff | None = None
+    # a window: the last of ``fixed`` is the first of ``window`` consecutive values of its
+    # outer dimension that a batch takes (0: a batch takes one value of each of ``fixed``)
+    window: int = 0
 
 
 def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
@@ -93,22 +97,33 @@ def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
     for k in range(n - 2, -1, -1):
         trailing = sizes[k:]
         groups = prod(s or 0 for s in trailing)
+        window = 0
         if groups < 2:
             why = "a PE receives one group at a time"
             continue
         if groups * size > max_slots:
             why = f"no batch of whole groups fits {max_slots} elements"
-            continue
-        fixed, free = names[:k], names[k:]
+            window = _window(sizes[k] or 0, groups // (sizes[k] or 1) * size, max_slots)
+            if window < 2 or found:
+                continue
+            groups = groups // (sizes[k] or 1) * window
+        fixed, free = names[:k + (window > 0)], names[k + (window > 0):]
         if not _depends_only_on(base, [*poly.PE_NAMES, *fixed]):
             why = "a group's first index depends on the values that vary in a batch"
             continue
-        land = _landing(tg, flow, order, rect, sizes, k, size, base, groups)
+        land = _landing(tg, flow, order, rect, sizes, k, size, base, groups,
+                        window=names[k] if window else None)
         if isinstance(land, str):
             why = land
             continue
         landing, first = land
         context = poly.simplified(poly.project_out_params(flow.arrival_context(), free))
+        if window:  # (the window's first values: every window-th from the PE's first)
+            at = poly.param_pw_aff(context, names[k])
+            low, at = poly.align_params(rect.minimum.get_at(k), at)
+            starts = at.sub(low.intersect_domain(at.domain())).mod_val(
+                isl.Val.int_from_si(CTX, window)).zero_set()
+            context = poly.simplified(context.intersect(starts))
         if first is not None:  # (``index`` stands for it)
             context = poly.with_params(context, [poly.INDEX])
             at = poly.param_pw_aff(context, poly.INDEX)
@@ -116,8 +131,15 @@ def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
             context = context.intersect(at.eq_set(start.intersect_domain(
                 context.align_params(start.get_domain_space())))).coalesce()
         found.append(GroupLayout(size, groups, fixed, free, landing, context,
-                                 flow.groups // groups, first))
+                                 flow.groups // groups, first, window))
     return found or why
+
+
+def _window(values: int, per_value: int, max_slots: int) -> int:
+    """The most consecutive values of an outer dimension (of ``values``, dividing it)
+    whose groups, ``per_value`` slots each, fit ``max_slots``; 0 if fewer than 2."""
+    fits = [w for w in range(2, values) if values % w == 0 and w * per_value <= max_slots]
+    return max(fits, default=0)
 
 
 def instances(task: Task, flow: InputFlow, layout: GroupLayout) -> isl.Set:
@@ -126,6 +148,8 @@ def instances(task: Task, flow: InputFlow, layout: GroupLayout) -> isl.Set:
     assert task.instances is not None
     ran = task.instances.intersect_params(flow.arrival_context().align_params(
         task.instances.get_space()))
+    if layout.window:  # (the arrivals of every value in the batch's window)
+        ran = poly.over_values(ran, layout.fixed[-1], layout.window)
     ran = poly.project_out_params(ran, layout.free)
     ran, context = poly.align_params(ran, layout.context)
     return ran.intersect_params(context).coalesce()
@@ -224,6 +248,13 @@ def order_on_pe(flow: InputFlow) -> isl.MultiAff | str:
     return "the stream's order is piecewise on a PE" if order is None else order
 
 
+def _param_on(space: isl.Space, name: str) -> isl.Aff:
+    """The parameter ``name`` as a function on the set space ``space``."""
+    space = poly.with_params(isl.Set.universe(space), [name]).get_space()
+    return isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.param,
+                                 space.find_dim_by_name(isl.dim_type.param, name))
+
+
 def _depends_only_on(value: isl.PwAff, names: list[str]) -> bool:
     space = value.get_space()
     for pos in range(space.dim(isl.dim_type.param)):
@@ -234,12 +265,13 @@ def _depends_only_on(value: isl.PwAff, names: list[str]) -> bool:
 
 
 def _landing(tg: TaskGraph, flow: InputFlow, order: isl.MultiAff, rect: poly.Rectangularity,
-             sizes: list[int | None], k: int, slot: int, base: isl.PwAff, groups: int
-             ) -> tuple[LocalTensor, isl.PwAff | None] | str:
+             sizes: list[int | None], k: int, slot: int, base: isl.PwAff, groups: int, *,
+             window: str | None = None) -> tuple[LocalTensor, isl.PwAff | None] | str:
     """The landing array of a batch of whole groups: element ``e`` at its group's rank in
     the batch times ``slot``, plus its slot in the group; and, where the group's first
     slot is counted from a piecewise function of the PE, that function (the parameter
-    ``index`` stands for it)."""
+    ``index`` stands for it). ``window``: the batch takes a window of values of dimension
+    ``k``, from the value of the parameter of that name."""
     n = flow.index_dims
     reaching = poly.bind_pe(flow.reaching().reverse())
     domain = order.get_domain_space()
@@ -264,7 +296,8 @@ def _landing(tg: TaskGraph, flow: InputFlow, order: isl.MultiAff, rect: poly.Rec
     position = at.sub(start)
     stride = slot
     for d in range(n - 2, k - 1, -1):
-        lo = lifted(rect.minimum.get_at(d))
+        lo = lifted(rect.minimum.get_at(d)) if window is None or d > k else _param_on(
+            domain, window)
         if lo is None:
             return "the groups' box on a PE starts piecewise"
         term, lo = poly.align_params(order.get_at(d), lo)

@@ -37,7 +37,13 @@ def _instances_problem(tg: TaskGraph, flow: InputFlow, batch: Batch) -> str | No
         assert original.instances is not None and task.instances is not None
         per_arrival = original.instances.intersect_params(flow.arrival_context().align_params(
             original.instances.get_space()))
+        if batch.window:  # (every value of the window's dimension from its first)
+            per_arrival = poly.over_values(per_arrival, batch.fixed[-1], batch.window)
         per_arrival = poly.project_out_params(per_arrival, free)
+        if batch.window:  # (where a window starts)
+            starts = poly.project_out_params(batch.context, [poly.INDEX])
+            per_arrival, starts = poly.align_params(per_arrival, starts)
+            per_arrival = per_arrival.intersect_params(starts)
         per_batch = task.instances.intersect_params(batch.context.align_params(
             task.instances.get_space()))
         per_batch = poly.project_out_params(per_batch, [poly.INDEX])  # (a function there)
@@ -52,7 +58,7 @@ def _instances_problem(tg: TaskGraph, flow: InputFlow, batch: Batch) -> str | No
 def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:
     assert batch.groups is not None
     n = flow.index_dims
-    k = len(batch.fixed)
+    k = len(batch.fixed) - (1 if batch.window else 0)  # (the first dimension a batch spans)
     ctx = isl.DEFAULT_CONTEXT
     arrivals = poly.bind_pe(flow.arrivals())  # index tuples reaching a PE (params PE)
     space = arrivals.get_space()
@@ -83,6 +89,9 @@ def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:
                 "index values, so end marks do not count them in order")
     sizes = []
     for d in range(k, n - 1):
+        if d == k and batch.window:
+            sizes.append(batch.window)
+            continue
         size = poly.constant_value(hi[d].sub(lo[d]).add_constant_val(isl.Val.one(ctx)))
         if size is None:
             return (f"input '{flow.tensor}': the groups of a batch vary in number between "
@@ -106,7 +115,10 @@ def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:
     rank = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
     stride = 1
     for d in range(n - 2, k - 1, -1):
-        term = var(d).sub(on_tuples(lo[d])).scale_val(isl.Val.int_from_si(ctx, stride))
+        start = on_tuples(lo[d]) if not (d == k and batch.window) else on_tuples(
+            poly.param_pw_aff(poly.with_params(arrivals.params(), [batch.fixed[-1]]),
+                              batch.fixed[-1]))
+        term = var(d).sub(start).scale_val(isl.Val.int_from_si(ctx, stride))
         rank, term = poly.align_params(rank, term)
         rank = rank.add(term)
         stride *= sizes[d - k]
@@ -125,7 +137,12 @@ def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:
         tuples = poly.with_params(tuples, [name])
         at = isl.PwAff.from_aff(isl.Aff.var_on_domain(
             isl.LocalSpace.from_space(tuples.get_space()), _dt.set, d))
-        tuples = tuples.intersect(at.eq_set(poly.param_pw_aff(tuples, name)))
+        first = poly.param_pw_aff(tuples, name)
+        if d == len(batch.fixed) - 1 and batch.window:  # (a window of values from it)
+            tuples = tuples.intersect(at.ge_set(first)).intersect(at.lt_set(
+                first.add_constant_val(isl.Val.int_from_si(ctx, batch.window))))
+            continue
+        tuples = tuples.intersect(at.eq_set(first))
     order, tuples = poly.align_params(order, tuples)
     order = order.intersect_range(tuples)
     engines = order.apply_range(isl.Map.from_pw_aff(position.align_params(

@@ -1141,6 +1141,17 @@ def over_window(s: isl.Set, name: str, width: str) -> isl.Set:
     return result
 
 
+def over_values(s: isl.Set, name: str, width: int) -> isl.Set:
+    """:func:`over_window` with a fixed ``width``: ``s`` united over the values ``name,
+    ..., name + width - 1`` of its parameter ``name``."""
+    wide = "__width"
+    result = over_window(s, name, wide)
+    at = param_pw_aff(result.params(), wide)
+    result = result.intersect_params(at.eq_set(at.sub(at).add_constant_val(
+        _val(result.get_ctx(), width))))
+    return project_out_params(result, [wide]).coalesce()
+
+
 def batch_starts(arrivals: isl.Set, first: isl.PwAff, last: isl.PwAff, size: int, name: str,
                  width: str) -> isl.Set:
     """The (parameter) values at which batches of ``size`` consecutive arrivals start,
