@@ -124,6 +124,9 @@ class KeepCopy:
     variants: tuple[tuple[int, ...], ...] = ()
     variant: IExpr | None = None
     length: IExpr | None = None
+    # where batches of a window of rows cut a PE's box: the elements a copy moves on
+    # average on the PE with the most copies (else the largest size's)
+    per_run: int | None = None
 
     def guard_cycles(self, context: isl.Set) -> int:
         """The test whether a batch has kept elements on its PE (none where all have)."""
@@ -132,10 +135,11 @@ class KeepCopy:
 
     def cycles(self, dtype: str) -> int:
         width = costs().simd_width(dtype, "copy")
-        chosen = self.length if self.length is not None else self.variant
-        return costs().simd_startup + ceil(prod(self.sizes) / width) + \
-            expr_ops(self.dst_base) + expr_ops(self.src_base) + (
-                costs().simd_variant_select + expr_ops(chosen) if chosen is not None else 0)
+        moved = prod(self.sizes) if self.per_run is None else self.per_run
+        return costs().simd_startup + ceil(moved / width) + \
+            expr_ops(self.dst_base) + expr_ops(self.src_base) + sum(
+                costs().simd_variant_select + expr_ops(chosen)
+                for chosen in (self.length, self.variant) if chosen is not None)
 
 
 @dataclass(frozen=True)
@@ -760,8 +764,36 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
             return f"the kept elements' position in '{local.name}' {linear}"
         operands.append(linear)
     (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
+    per_run = _per_run(at_index.intersect(needed), elements) if window is not None and \
+        length is not None else None
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
-                    variants, variant, length)
+                    variants, variant, length, per_run)
+
+
+def _per_run(kept: isl.Set, per_batch: isl.Set) -> int | None:
+    """The elements a PE keeps (``kept``: over the PE and the arriving index) over the
+    copies of their batches (``per_batch``: over the PE and the batch), on the PE with
+    the most copies; None where they are too many to count."""
+    whole = poly.project_out_params(kept, poly.index_params(kept))
+    rect = poly.rectangularity(whole, index=())
+    sizes = rect.sizes.project_out_all_params()
+    largest = max((prod(v) for v in poly.points(sizes, limit=MAX_SIZE_POINTS)), default=0)
+    where = isl.Set.from_params(per_batch.params())
+    where = where.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0,
+                            int(where.dim(isl.dim_type.param)))
+    try:
+        listed = poly.points(where, limit=1 << 14)
+    except poly.TooManyPointsError:
+        return None
+    names = [per_batch.get_space().get_dim_name(isl.dim_type.param, k)
+             for k in range(int(per_batch.dim(isl.dim_type.param)))]
+    at = [names.index(n) for n in poly.PE_NAMES if n in names]
+    runs: dict[tuple[int, ...], int] = {}
+    for point in listed:
+        pe = tuple(point[k] for k in at)
+        runs[pe] = runs.get(pe, 0) + 1
+    most = max(runs.values(), default=0)
+    return ceil(largest / most) if most else None
 
 
 def _cut_variants(rect: poly.Rectangularity, context: isl.Set
