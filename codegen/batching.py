@@ -724,6 +724,13 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
                                                                       index=varying))
     if rect is None:  # (quasi-affine orders over linearized indices can make isl explode)
         return "the kept elements of a batch are too intricate for isl to analyze quickly"
+    if not rect.dense and free is not None:
+        # (a stencil's PE needs a cross of the rows a batch of whole groups brings, not a
+        # box: copy the box of them in its local array, the corners too, true values of
+        # the tensor that nothing reads)
+        boxed = _kept_box(at_index, kept, free, window, ctx)
+        if boxed is not None:
+            elements, rect = boxed
     if not rect.dense:
         return "the kept elements of a batch are not a box"
     variants: tuple[tuple[int, ...], ...] = ()
@@ -768,6 +775,24 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
         length is not None else None
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
                     variants, variant, length, per_run)
+
+
+def _kept_box(at_index: isl.Set, kept: LocalTensor, free: tuple[str, ...],
+              window: tuple[str, int] | None, context: isl.Set
+              ) -> tuple[isl.Set, poly.Rectangularity] | None:
+    """The elements a batch of whole groups brings that lie in the PE's local array of
+    the kept tensor (its box hull), and their rectangularity, where that is a box."""
+    in_box = poly.bind_pe(poly.box_map(kept.array.box))
+    at_index, in_box = poly.align_params(at_index, in_box)
+    elements = at_index.intersect(in_box)
+    if window is not None:
+        elements = poly.over_values(elements, *window)
+    elements = poly.project_out_params(elements, free)
+    elements, context = poly.align_params(elements, context)
+    elements = elements.intersect_params(context).coalesce()
+    rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(
+        elements, index=poly.index_params(elements)))
+    return None if rect is None or not rect.dense else (elements, rect)
 
 
 def _per_run(kept: isl.Set, per_batch: isl.Set) -> int | None:

@@ -31,6 +31,28 @@ CONV = ("""
     """)
 
 
+# a horizontal and a vertical 3-point stencil scaled by a tensor computed on the PE (so
+# that x is kept in memory for them): each PE needs a cross of its rows, whose corners
+# it does not read; a window's box of them is copied, corners too
+CROSS = ("""
+    lair cross(): float16 x[66][20], float16 w[64][18]
+      -> float16 h[64][18], float16 v[64][18], float16 t[64][18]
+    {
+      T: all (i, j) in (64, 18) t[i][j] = w[i][j] * w[i][j]
+      H: all (i, j, r) in (64, 18, 3) h[i][j] += t[i][j] * x[i + 1][j + r]
+      V: all (i, j, r) in (64, 18, 3) v[i][j] += t[i][j] * x[i + r][j + 1]
+    }
+    """, """
+    rectangle { PE[1, 4] }
+    placement { T[i, j] -> PE[0, i//16]; H[i, j, r] -> PE[0, i//16];
+                V[i, j, r] -> PE[0, i//16] }
+    input  x dense { x[i = 0:65, j = 0:19] -> [PE[0, -1] -> index[i, j]] }
+    input  w resident
+    output h resident
+    output v resident
+    """)
+
+
 def _write(tmp_path: Path, lair: str, mapping: str) -> Path:
     (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
     (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
@@ -61,6 +83,18 @@ def test_windows_verify(tmp_path: Path, kind: str, simd: bool, engine: str) -> N
     path = _conv(tmp_path, kind)
     for seed in (0, 1):
         outcome = run_program(path, simd=simd, seed=seed, engine=engine)
+        assert outcome.comparison.verified, outcome.comparison.mismatch
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_a_cross_of_rows_is_kept_by_its_box(tmp_path: Path, engine: str) -> None:
+    path = _write(tmp_path, *CROSS)
+    compiled = dtg.compile(path)
+    assert compiled.arrivals is not None
+    (batch,) = compiled.arrivals.batches
+    assert batch.window == 33 and batch.keep is not None
+    for seed in (0, 1):
+        outcome = run_program(path, seed=seed, engine=engine)
         assert outcome.comparison.verified, outcome.comparison.mismatch
 
 
