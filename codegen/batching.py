@@ -802,11 +802,12 @@ def _per_run(kept: isl.Set, per_batch: isl.Set) -> int | None:
     whole = poly.project_out_params(kept, poly.index_params(kept))
     rect = poly.rectangularity(whole, index=())
     sizes = rect.sizes.project_out_all_params()
-    largest = max((prod(v) for v in poly.points(sizes, limit=MAX_SIZE_POINTS)), default=0)
     where = isl.Set.from_params(per_batch.params())
     where = where.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0,
                             int(where.dim(isl.dim_type.param)))
     try:
+        largest = max((prod(v) for v in poly.points(sizes, limit=MAX_SIZE_POINTS)),
+                      default=0)
         listed = poly.points(where, limit=1 << 14)
     except poly.TooManyPointsError:
         return None

@@ -108,7 +108,8 @@ def layouts(tg: TaskGraph, flow: InputFlow, *, max_slots: int = MAX_GROUP_SLOTS
                 continue
             groups = groups // (sizes[k] or 1) * window
         fixed, free = names[:k + (window > 0)], names[k + (window > 0):]
-        if not _depends_only_on(base, [*poly.PE_NAMES, *fixed]):
+        # (a window's own dimension varies within a batch)
+        if not _depends_only_on(base, [*poly.PE_NAMES, *fixed[:len(fixed) - (window > 0)]]):
             why = "a group's first index depends on the values that vary in a batch"
             continue
         land = _landing(tg, flow, order, rect, sizes, k, size, base, groups,

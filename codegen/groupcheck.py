@@ -40,8 +40,8 @@ def _instances_problem(tg: TaskGraph, flow: InputFlow, batch: Batch) -> str | No
         if batch.window:  # (every value of the window's dimension from its first)
             per_arrival = poly.over_values(per_arrival, batch.fixed[-1], batch.window)
         per_arrival = poly.project_out_params(per_arrival, free)
-        if batch.window:  # (where a window starts)
-            starts = poly.project_out_params(batch.context, [poly.INDEX])
+        if batch.window:  # (where windows start, from the arrivals, not from the plan)
+            starts = _window_starts(flow, len(batch.fixed) - 1, batch.fixed[-1], batch.window)
             per_arrival, starts = poly.align_params(per_arrival, starts)
             per_arrival = per_arrival.intersect_params(starts)
         per_batch = task.instances.intersect_params(batch.context.align_params(
@@ -53,6 +53,20 @@ def _instances_problem(tg: TaskGraph, flow: InputFlow, batch: Batch) -> str | No
             return (f"{task.name}: its batches of {batch.groups} groups run other instances "
                     f"than their arrivals ({differ})")
     return None
+
+
+def _window_starts(flow: InputFlow, k: int, name: str, window: int) -> isl.Set:
+    """``{ name : name = first + window * m, m >= 0 }`` over the PE: every window-th value
+    of outer dimension ``k`` from the first a PE receives, as the engines count them."""
+    n = flow.index_dims
+    outer = poly.bind_pe(flow.arrivals()).project_out(_dt.set, n - 1, 1)
+    first = outer.dim_min(k)
+    context = poly.with_params(first.domain(), [name])
+    at = poly.param_pw_aff(context, name)
+    at, first = poly.align_params(at, first)
+    offset = at.sub(first.intersect_domain(context.align_params(first.get_domain_space())))
+    return offset.nonneg_set().intersect(offset.mod_val(
+        isl.Val.int_from_si(isl.DEFAULT_CONTEXT, window)).zero_set())
 
 
 def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:

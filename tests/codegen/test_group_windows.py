@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import dtg
 from dtg.codegen.dataflow import DataFlowError, check_batch
+from dtg.mapping import poly
 from dtg.pesim.run import run_program
 
 CONV = ("""
@@ -74,6 +75,42 @@ def test_rows_land_in_windows(tmp_path: Path) -> None:
     check_batch(compiled.tasks, compiled.memory, batch)  # as planned: quiet
     with pytest.raises(DataFlowError):  # a window of other rows than the batch's
         check_batch(compiled.tasks, compiled.memory, dataclasses.replace(batch, window=11))
+
+
+def test_the_check_rejects_a_window_left_out(tmp_path: Path) -> None:
+    """The check derives where windows start from the arrivals, not from the plan: a
+    batch whose context drops the second window (rows 33 to 65) is refused."""
+    compiled = dtg.compile(_conv(tmp_path, "dense"))
+    assert compiled.arrivals is not None and compiled.tasks is not None
+    assert compiled.memory is not None
+    (batch,) = compiled.arrivals.batches
+    name = batch.fixed[-1]
+    first = poly.param_pw_aff(batch.context, name)
+    only_first = batch.context.intersect(first.eq_set(first.sub(first)))
+    with pytest.raises(DataFlowError, match="run other instances than their arrivals"):
+        check_batch(compiled.tasks, compiled.memory,
+                    dataclasses.replace(batch, context=only_first))
+
+
+def test_rows_starting_at_other_indices_are_not_windowed(tmp_path: Path) -> None:
+    """Each row's first index depends on the row (``index[i, j + i]``): a window of rows
+    would count them from its first row's, so none is formed; the rows land one by one
+    (before, the plan was made and the data-flow check stopped the compiler)."""
+    path = _write(tmp_path, """
+        lair shifted(): float16 x[50][40], float16 w[40] -> float16 y[50][40]
+        { all (i, c) in (50, 40) y[i][c] = w[c] * x[i][c] }
+        """, """
+        rectangle { PE[1, 2] }
+        placement { shifted[i, c] -> PE[0, i//25] }
+        input  x dense { x[i = 0:49, j = 0:39] -> [PE[0, -1] -> index[i, j + i]] }
+        input  w resident
+        output y resident
+        """)
+    compiled = dtg.compile(path)
+    assert compiled.arrivals is not None
+    assert not any(b.window for b in compiled.arrivals.batches)
+    for engine in ("fast", "simpy"):
+        assert run_program(path, engine=engine).comparison.verified
 
 
 @pytest.mark.parametrize("engine", ["simpy", "fast"])
