@@ -410,8 +410,12 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
             if deeper > 2 and made.land.bytes * deeper <= room:
                 made = replace(made, ring=deeper)
         # landing the first batch, then compute-bound, or arrival-bound and the last batch
+        # (and, where a stream's one group is not one batch, its end mark's control task,
+        # which a whole group's batch runs in its own task: codegen.emit)
+        tail = dispatch() + groupbatch.CONTROL_WORK if flow.index_dims == 1 and \
+            size < length else 0
         cycles = max(size * period + groups * batches * cost[0],
-                     groups * length * period + cost[1])
+                     groups * length * period + cost[1] + tail)
         result.append(Candidate(size, cycles, f"{counted(batches, 'batch', 'batches')} of up to "
                                               f"{counted(size, 'wavelet')}, {cost[0]} cycles each",
                                 groups * batches * cost[0], runs=groups * batches))
