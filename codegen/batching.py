@@ -728,13 +728,14 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
                                                                       index=varying))
     if rect is None:  # (quasi-affine orders over linearized indices can make isl explode)
         return "the kept elements of a batch are too intricate for isl to analyze quickly"
+    moved = at_index.intersect(needed)  # (what the copies move, over every batch)
     if not rect.dense and free is not None:
         # (a stencil's PE needs a cross of the rows a batch of whole groups brings, not a
         # box: copy the box of them in its local array, the corners too, true values of
         # the tensor that nothing reads)
         boxed = _kept_box(at_index, kept, free, window, ctx)
         if boxed is not None:
-            elements, rect = boxed
+            elements, rect, moved = boxed
     if not rect.dense:
         return "the kept elements of a batch are not a box"
     variants: tuple[tuple[int, ...], ...] = ()
@@ -775,20 +776,20 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
             return f"the kept elements' position in '{local.name}' {linear}"
         operands.append(linear)
     (dst_strides, _, dst_base), (src_strides, _, src_base) = operands
-    per_run = _per_run(at_index.intersect(needed), elements) if window is not None and \
-        length is not None else None
+    per_run = _per_run(moved, elements) if window is not None and length is not None else None
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
                     variants, variant, length, per_run)
 
 
 def _kept_box(at_index: isl.Set, kept: LocalTensor, free: tuple[str, ...],
               window: tuple[str, int] | None, context: isl.Set
-              ) -> tuple[isl.Set, poly.Rectangularity] | None:
+              ) -> tuple[isl.Set, poly.Rectangularity, isl.Set] | None:
     """The elements a batch of whole groups brings that lie in the PE's local array of
-    the kept tensor (its box hull), and their rectangularity, where that is a box."""
+    the kept tensor (its box hull), and their rectangularity, where that is a box; also
+    those elements over every batch (over the PE and the arriving index)."""
     in_box = poly.bind_pe(poly.box_map(kept.array.box))
     at_index, in_box = poly.align_params(at_index, in_box)
-    elements = at_index.intersect(in_box)
+    moved = elements = at_index.intersect(in_box)
     if window is not None:
         elements = poly.over_values(elements, *window)
     elements = poly.project_out_params(elements, free)
@@ -796,7 +797,7 @@ def _kept_box(at_index: isl.Set, kept: LocalTensor, free: tuple[str, ...],
     elements = elements.intersect_params(context).coalesce()
     rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(
         elements, index=poly.index_params(elements)))
-    return None if rect is None or not rect.dense else (elements, rect)
+    return None if rect is None or not rect.dense else (elements, rect, moved)
 
 
 def _per_run(kept: isl.Set, per_batch: isl.Set) -> int | None:

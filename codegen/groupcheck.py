@@ -103,10 +103,15 @@ def _landing_problem(flow: InputFlow, batch: Batch) -> str | None:
                 "index values, so end marks do not count them in order")
     sizes = []
     for d in range(k, n - 1):
+        size = poly.constant_value(hi[d].sub(lo[d]).add_constant_val(isl.Val.one(ctx)))
         if d == k and batch.window:
+            # (the engines close a batch at every G-th end mark: windows must tile the
+            # values a PE receives, or the last one would never close)
+            if size is None or size % batch.window:
+                return (f"input '{flow.tensor}': windows of {batch.window} values do not "
+                        "divide the values of their dimension that a PE receives")
             sizes.append(batch.window)
             continue
-        size = poly.constant_value(hi[d].sub(lo[d]).add_constant_val(isl.Val.one(ctx)))
         if size is None:
             return (f"input '{flow.tensor}': the groups of a batch vary in number between "
                     "PEs")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dtg
+from dtg.codegen import groupbatch
 from dtg.codegen.dataflow import DataFlowError, check_batch
 from dtg.mapping import poly
 from dtg.pesim.run import run_program
@@ -90,6 +91,15 @@ def test_the_check_rejects_a_window_left_out(tmp_path: Path) -> None:
     with pytest.raises(DataFlowError, match="run other instances than their arrivals"):
         check_batch(compiled.tasks, compiled.memory,
                     dataclasses.replace(batch, context=only_first))
+
+
+def test_the_check_rejects_windows_that_do_not_tile_the_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planner that took windows of 20 of the 66 rows (its last window would never
+    close: the engines close a batch at every G-th end mark) is stopped by the check."""
+    monkeypatch.setattr(groupbatch, "_window", lambda values, per_value, max_slots: 20)
+    with pytest.raises(DataFlowError, match="do not divide"):
+        dtg.compile(_conv(tmp_path, "dense"))
 
 
 def test_rows_starting_at_other_indices_are_not_windowed(tmp_path: Path) -> None:
