@@ -210,6 +210,18 @@ class ArrivalPlan:
     def without(self, flow: str) -> ArrivalPlan:
         return replace(self, batches=tuple(b for b in self.batches if b.flow != flow))
 
+    def cut_to_length(self) -> ArrivalPlan | None:
+        """The plan with every batch's size variants that one configuration cut to a
+        run-time length can serve so cut (fewer configurations, the same work); None
+        where there are none."""
+        def cut(d: SimdDecision) -> SimdDecision:
+            return d.cut_to_length() if d.cuttable else d
+        if not any(d.cuttable for b in self.batches for _, d in b.decisions):
+            return None
+        return replace(self, batches=tuple(
+            replace(b, decisions=tuple((t, cut(d)) for t, d in b.decisions))
+            for b in self.batches))
+
     def report(self) -> dict[str, object]:
         chosen = {b.flow: b for b in self.batches}
         return {flow: {"chosen_batch": chosen[flow].size if flow in chosen else None,

@@ -188,10 +188,11 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
             return shared, decisions, arrivals
         # Then, size variants differing in their outermost dimension become one
         # configuration cut to a run-time length: the same work, fewer configurations.
-        cuttable = [t for t, d in decisions.items()
-                    if d.used and d.length is not None and not d.by_length]
-        if cuttable:
+        cuttable = [t for t, d in decisions.items() if d.cuttable]
+        cut_batches = arrivals.cut_to_length()
+        if cuttable or cut_batches is not None:
             decisions = {**decisions, **{t: decisions[t].cut_to_length() for t in cuttable}}
+            arrivals = cut_batches or arrivals
             continue
         # What each remaining use of SIMD saves per configuration, by the cost model: give
         # up the least saving first, as many at once as the excess needs (one emission per

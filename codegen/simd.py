@@ -19,6 +19,7 @@ from typing import Literal
 import islpy as isl
 
 from dtg.codegen.islast import normalize, pw_aff_expr
+from dtg.codegen.scanorder import scan_keeps_conflicts
 from dtg.errors import CodegenError
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.lair.lower import PolyStatement
@@ -104,15 +105,27 @@ class SimdDecision:
     length: IExpr | None = None
     by_length: bool = False
     length_isl: isl.PwAff | None = None  # the same extent as a function of the parameters
+    # Where the sizes differ in one dimension with larger ones before it: the same
+    # instructions with that dimension scanned outermost (codegen.scanorder), whose
+    # variants can be cut by a length, for when the budget binds.
+    permuted: SimdDecision | None = None
 
     @property
     def configs(self) -> int:
         """SIMD configurations this decision needs."""
         return len(self.variants) * (1 + len(self.more)) if self.used else 0
 
+    @property
+    def cuttable(self) -> bool:
+        """Whether :meth:`cut_to_length` would serve the variants by one configuration."""
+        return self.used and not self.by_length and (
+            self.length is not None or self.permuted is not None)
+
     def cut_to_length(self) -> SimdDecision:
         """One configuration of the largest size, the dimension its sizes differ in cut at
         run time (where the variants do not fit the PE)."""
+        if self.length is None and self.permuted is not None:
+            return self.permuted.cut_to_length()
         assert self.length is not None
         largest = max(self.variants, key=prod)
         return replace(self, variants=(largest,), variant=None, size_ids=None, by_length=True,
@@ -545,22 +558,53 @@ def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape
         failures.append(result)
     else:  # the size varies between invocations, or between PEs: one variant per size
         enumerated = _enumerate(rect, index_like, ctx)
-        if isinstance(enumerated, str):
-            failures.append(enumerated)
-        else:
+        found: SimdDecision | str = enumerated if isinstance(enumerated, str) else ""
+        if not isinstance(enumerated, str):
             variants, variant, size_ids, length, over = enumerated
-            result = build("enumerated", rect.minimum, variants[-1], None, (), variants, variant,
-                           size_ids)
-            if isinstance(result, SimdDecision):
+            found = build("enumerated", rect.minimum, variants[-1], None, (), variants,
+                          variant, size_ids)
+            if isinstance(found, SimdDecision):
                 cut = next((k for k in range(len(variants[0]))
                             if len({v[k] for v in variants}) > 1), None)
-                result = replace(result, length=length, length_isl=None if cut is None
-                                 or length is None else rect.extent.get_at(cut))
+                found = replace(found, length=length, length_isl=None if cut is None
+                                or length is None else rect.extent.get_at(cut))
                 if over and length is not None:
-                    return result.cut_to_length()
-                return result
-            failures.append(result)
+                    return found.cut_to_length()
+        if not isinstance(found, SimdDecision) or found.length is None:
+            outermost = _varying_outermost(pstmt, instances, steps, memory, rect, comp, k)
+            if outermost is not None:
+                alt = _decide_inner(pstmt, instances, steps, every, memory, context, box_hull,
+                                    varying, outermost, compressed_case, k)
+                if isinstance(alt, SimdDecision) and (alt.length is not None or alt.by_length):
+                    alt = replace(alt, reason=alt.reason + " (its varying dimension outermost)")
+                    if not isinstance(found, SimdDecision):
+                        return alt
+                    return replace(found, permuted=alt)
+        if isinstance(found, SimdDecision):
+            return found
+        failures.append(found)
     return "; ".join(failures)
+
+
+def _varying_outermost(pstmt: PolyStatement, instances: isl.Set,
+                       steps: tuple[OpShape, ...], memory: Memory,
+                       rect: poly.Rectangularity, comp: poly.Compression, k: int
+                       ) -> poly.Compression | None:
+    """Where the instruction's sizes (its dimensions after the ``k`` outer loops) differ
+    in one dimension only and some before it are larger than 1: the compression with that
+    dimension first after the outer loops, if scanning in that order keeps every
+    conflicting pair of instances in order (in each of the statement's operations)."""
+    sizes = [poly.constant_value(rect.size.get_at(d)) for d in range(rect.size.dim(
+        isl.dim_type.out))]
+    varying = [d for d, s in enumerate(sizes) if s is None]
+    if len(varying) != 1 or all(sizes[d] == 1 for d in range(varying[0])):
+        return None
+    moved = poly.moved_outermost(comp, k + varying[0], k)
+    if not all(scan_keeps_conflicts(pstmt, instances, step.dst,
+                                    tuple(s for s in step.srcs if s is not None), comp, moved,
+                                    memory) for step in steps):
+        return None
+    return moved
 
 
 def _multi_pw(ma: isl.MultiAff) -> isl.MultiPwAff:

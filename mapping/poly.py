@@ -737,6 +737,23 @@ def skewed(compression: Compression, a: int, b: int, sign: int) -> Compression:
                        lifted=compression.lifted)
 
 
+def moved_outermost(compression: Compression, d: int, to: int) -> Compression:
+    """``compression`` with compressed coordinate ``d`` moved to position ``to`` (``to <=
+    d``), the ones between shifted inwards: the same instances, scanned with ``d``
+    further out (one size variant cut by a run-time length where only ``d`` varies)."""
+    q = compression.compressed.get_space()
+    n = q.dim(_dt.set)
+    order = list(range(n))
+    order.insert(to, order.pop(d))  # new position k holds old coordinate order[k]
+    maps = isl.Space.map_from_domain_and_range(q, q)
+    forward = _multi_aff(maps, [_var(q, order[k]) for k in range(n)])  # c -> c'
+    back = _multi_aff(maps, [_var(q, order.index(j)) for j in range(n)])  # c' -> c
+    return Compression(map=compression.map.pullback_multi_aff(back),
+                       compressed=compression.compressed.preimage_multi_aff(back),
+                       inverse=forward.pullback_multi_aff(compression.inverse),
+                       lifted=compression.lifted)
+
+
 def rewrite_access(access: isl.Map, compression: Compression) -> isl.Map:
     """An access of the original instances in terms of the compressed ones (eq. (26))."""
     _check_same_tuple(compression.map.get_space().range(), access.get_space().domain(), "access")

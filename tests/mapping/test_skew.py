@@ -46,3 +46,24 @@ def test_skewing_back_is_the_identity(sign: int) -> None:
     comp = poly.compress(s)
     twice = poly.skewed(poly.skewed(comp, 2, 0, sign), 2, 0, -sign)
     assert twice.compressed.is_equal(comp.compressed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(SETS), st.integers(0, 2), st.integers(0, 2))
+def test_moving_a_coordinate_outwards_keeps_the_instances(text: str, d: int, to: int) -> None:
+    """poly.moved_outermost: the same instances, coordinate ``d`` scanned at ``to``."""
+    s = isl.Set(text)
+    comp = poly.compress(s)
+    if d >= comp.dim or to > d:
+        return
+    moved = poly.moved_outermost(comp, d, to)
+    image = isl.Map.from_multi_aff(moved.map).intersect_domain(moved.compressed).range()
+    assert image.is_equal(s)
+    back = isl.Map.from_multi_aff(moved.inverse).intersect_domain(s).range()
+    assert back.is_equal(moved.compressed)
+    # the moved coordinate's values are where it went, the others keep their order
+    before = comp.compressed.project_out(isl.dim_type.set, 0, d).project_out(
+        isl.dim_type.set, 1, comp.dim - d - 1)
+    after = moved.compressed.project_out(isl.dim_type.set, 0, to).project_out(
+        isl.dim_type.set, 1, comp.dim - to - 1)
+    assert before.is_equal(after)
