@@ -105,17 +105,129 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
         for side, part in split_by_side(stream, mapping.width, mapping.height):
             require_entry(part, side, compute, beside_regions, regions)
     flows: list[InputFlow] = []
+    ramp_binds = split and _ramp_binds(parts, model, mapping, compute)
     for key, side, part in parts:
         if how[key] == "tree":
             trees = tree_flows(part, side, model, mapping, compute, colors, split=split)
             for k, flow in enumerate(trees):
                 flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}"))
             continue
+        if how[key] == "direct" and split and ramp_binds:
+            segmented = segment_flows(key, part, side, model, mapping, compute, colors)
+            if segmented is not None:
+                flows.extend(segmented)
+                continue
         line = beside_regions[side] if how[key] == "adapters" else None
         flow = input_flow(part, side, model, mapping, compute, line, colors)
         flows.append(replace(flow, key=key, stream_relation=part.relation))
     adapters = tuple(f.adapter for f in flows if f.adapter is not None)
     return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
+
+
+MAX_SEGMENTS = 8  # colors one straight stream's lines are cut into, at most
+MIN_RAMP_SAVING = 64  # wavelets a PE's ramp must be spared to cut lines into segments
+RAMP_MARGIN = 0.25  # ... and that share of the busiest link's wavelets
+
+
+def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                  compute: Region) -> list[Stream]:
+    """``stream``'s elements by how far down their line a reader is, nearest first.
+
+    Static routes give a color to a PE's core whole or not at all: on one color, every
+    PE of a line takes every wavelet of the line's stream, even where it reads a quarter
+    of them. Elements whose farthest reader lies at the same place along the line form
+    a segment (consecutive places merged down to :data:`MAX_SEGMENTS`); on a color of
+    its own, a segment's line ends at that reader, and a PE takes only the segments it
+    reads from. Elements no PE reads go with the nearest segment."""
+    to_rel = compute.to_relative()
+    need = accessing_pes(model, mapping, stream.tensor, write=False).apply_range(
+        to_rel).intersect_domain(stream.relation.domain())
+    across = 0 if side in VERTICAL else 1
+    place = need.project_out(isl.dim_type.out, across, 1)
+    farthest = place.lexmax() if side in ("N", "W") else place.lexmin()
+    reached = farthest.range()
+    if reached.dim(isl.dim_type.param) or not reached.is_bounded():
+        return [stream]
+    values = sorted((v for (v,) in poly.points(reached)), reverse=side in ("S", "E"))
+    if len(values) < 2:
+        return [stream]
+    per = -(-len(values) // MAX_SEGMENTS)
+    groups = [values[k:k + per] for k in range(0, len(values), per)]
+    unread = stream.relation.domain().subtract(need.domain())
+    segments = []
+    for k, group in enumerate(groups):
+        lo, hi = min(group), max(group)
+        places = isl.Set.universe(reached.get_space()).lower_bound_val(
+            isl.dim_type.set, 0, isl.Val.int_from_si(CTX, lo)).upper_bound_val(
+            isl.dim_type.set, 0, isl.Val.int_from_si(CTX, hi))
+        elements = farthest.intersect_range(places).domain()
+        if k == 0:
+            elements = elements.union(unread)
+        segments.append(replace(stream, relation=stream.relation.intersect_domain(elements)))
+    return segments
+
+
+def _per_source(stream: Stream) -> float:
+    """The wavelets an external PE of ``stream`` sends, on average."""
+    elements = stream.relation.domain().count_val().to_python()
+    sources = stream.external_pes.range().count_val().to_python()
+    return float(elements) / max(1, int(sources))
+
+
+def _ramp_binds(parts: list[tuple[str, Side, Stream]], model: PolyModel, mapping: Mapping,
+                compute: Region) -> bool:
+    """Whether a PE takes markedly more wavelets down its ramp (every part whose lines
+    pass it, whole) than the busiest link into the rectangle carries (parts from one
+    external PE share its link): by :data:`RAMP_MARGIN` of that link's load and by
+    :data:`MIN_RAMP_SAVING` wavelets at least. Only then is cutting lines into segments
+    worth their colors and the tasks each segment adds; otherwise the PEs take the
+    streams as fast as they come."""
+    if len(parts) < 2:
+        return False
+    sent = [_per_source(stream) for _, _, stream in parts]
+    sources = [stream.external_pes.range() for _, _, stream in parts]
+    lines = [_line_reach(stream, side, model, mapping, compute) for _, side, stream in parts]
+    n = len(parts)
+    link = max(sum(sent[j] for j in range(n) if not sources[j].intersect(sources[k]).is_empty())
+               for k in range(n))
+    ramp = max(sum(sent[j] for j in range(n) if not lines[j].intersect(lines[k]).is_empty())
+               for k in range(n))
+    return ramp - link >= max(MIN_RAMP_SAVING, link * RAMP_MARGIN)
+
+
+def _line_reach(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                compute: Region) -> isl.Set:
+    """The compute PEs (relative) a straight stream's lines pass, each line as far as its
+    farthest PE that needs an element (at least its first PE, where the stream enters):
+    the PEs beyond it would only receive wavelets."""
+    to_rel = compute.to_relative()
+    need = accessing_pes(model, mapping, stream.tensor, write=False).apply_range(
+        to_rel).intersect_domain(stream.relation.domain())
+    sources_rel = stream.external_pes.apply_range(to_rel)
+    lines = sources_rel.apply_range(to_line_position(side, 0)).range()
+    reach = lines.apply(same_line(side)).intersect(compute.pes())
+    first = {"N": 0, "W": 0, "S": compute.height - 1, "E": compute.width - 1}[side]
+    entries = sources_rel.apply_range(to_line_position(side, first)).range()
+    return reach.intersect(need.range().union(entries).apply(upstream_of(side)))
+
+
+def segment_flows(key: str, stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+                  compute: Region, colors: Colors) -> list[InputFlow] | None:
+    """A direct stream as one flow per segment of its lines (:func:`line_segments`), or
+    None where it has one segment, or a segment could not be a flow of its own."""
+    segments = line_segments(stream, side, model, mapping, compute)
+    if len(segments) < 2:
+        return None
+    try:
+        for segment in segments:
+            tree_flows(segment, side, model, mapping, compute, Colors())
+    except UnsupportedMappingError:
+        return None
+    flows = []
+    for segment in segments:
+        # (a straight tree: its routers pass the segment on, only its readers take it)
+        flows += tree_flows(segment, side, model, mapping, compute, colors)
+    return [replace(flow, key=f"{key}_{k}", apart=True) for k, flow in enumerate(flows)]
 
 
 def split_by_side(stream: Stream, width: int, height: int) -> list[tuple[Side, Stream]]:
@@ -369,7 +481,6 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     external_color = colors.take(f"input '{tensor}'", tensor)
     need = accessing_pes(model, mapping, tensor, write=False).apply_range(
         to_rel).intersect_domain(stream.relation.domain())
-    sources_rel = stream.external_pes.apply_range(to_rel)
     groups = _count_groups(stream.order, stream.external_pes, f"input '{tensor}'", tensor)
     if stream.kind == "dense":
         require_consecutive(stream, tensor)
@@ -377,13 +488,7 @@ def input_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         raise unsupported(tensor, f"input '{tensor}' has a {stream.index_dims}-dimensional "
                           "index; adapters spread streams with a one-dimensional index only")
     if adapter_line is None:
-        lines = sources_rel.apply_range(to_line_position(side, 0)).range()
-        reach = lines.apply(same_line(side)).intersect(compute.pes())
-        # Each line as far as its farthest PE that needs an element (at least its first
-        # PE, where the stream enters): the PEs beyond it would only receive wavelets.
-        first = {"N": 0, "W": 0, "S": compute.height - 1, "E": compute.width - 1}[side]
-        entries = sources_rel.apply_range(to_line_position(side, first)).range()
-        reach = reach.intersect(need.range().union(entries).apply(upstream_of(side)))
+        reach = _line_reach(stream, side, model, mapping, compute)
         return _with_groups(InputFlow(
             tensor, stream.kind, side, external_color, external_color,
             shift_relation(stream.relation, to_rel), stream.order, reach, None, groups or 0),
