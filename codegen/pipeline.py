@@ -17,6 +17,7 @@ from dtg.codegen.inplace import apply_in_place, in_place_batches, plan_in_place
 from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
 from dtg.errors import CodegenError, CompilerBug, DtgError, UnsupportedMappingError
 from dtg.lair.frontend import Program
+from dtg.mapping import inputs as input_plan
 from dtg.mapping import poly
 from dtg.mapping.flows import Task, out_of_colors
 from dtg.mapping.memory import Memory, allocate, check_fits
@@ -444,13 +445,16 @@ def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
 def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
                   reference: str | None, params: Sequence[tuple[str, int | str]],
                   max_configs: int, arrival: str, fabric: FabricConfig,
-                  keep: frozenset[str], split: bool = True) -> Compilation:
+                  keep: frozenset[str], split: bool = True,
+                  segments: int | None = None) -> Compilation:
     """One compilation (``split``: multicast sources apart where their orders differ,
-    :func:`mapping.inputs.tree_flows`)."""
+    :func:`mapping.inputs.tree_flows`, and straight streams cut into at most ``segments``
+    segments, :func:`mapping.inputs.line_segments`; by default its ``MAX_SEGMENTS``)."""
+    segments = input_plan.MAX_SEGMENTS if segments is None else segments
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
-    tg = build_task_graph(program.model, mapping, keep=keep, split=split)
+    tg = build_task_graph(program.model, mapping, keep=keep, split=split, segments=segments)
     result = Compilation(program, mapping, tg, simd=simd)
     if stop != "tasks":
         memory = allocate(tg, memory_bytes=fabric.memory_bytes)
@@ -470,6 +474,13 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 tg, memory, decisions, simd=simd, name=name, reference=reference,
                 params=params, max_configs=max_configs, arrivals=planned)
             shared = share_colors(module, fabric.colors)
+            if shared is None and any(f.segmented for f in tg.inputs):
+                # lines cut into half as many segments first: fewer colors, the same tasks
+                fewer = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                                      reference=reference, params=params,
+                                      max_configs=max_configs, arrival=arrival, fabric=fabric,
+                                      keep=keep, split=split, segments=segments // 2)
+                return replace(fewer, seconds=time.perf_counter() - start)
             # Batched colors are never shared: where the colors run short, first the
             # multicast sources taken apart lose their batches, then every stream; then
             # the sources go back together (their orders then allow no batches anyway).

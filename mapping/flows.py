@@ -93,6 +93,7 @@ class InputFlow:
     plan: str = ""  # how the flow was chosen, for the compile report
     # part of a color's sources taken apart for their orders (mapping.inputs.tree_flows)
     apart: bool = False
+    segmented: bool = False  # one segment of a straight stream's lines (line_segments)
 
     @property
     def name(self) -> str:

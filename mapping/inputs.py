@@ -44,6 +44,10 @@ from dtg.mapping.mesh import (
 from dtg.mapping.multicast import Tree, plan_multicast
 from dtg.mapping.validate import PE, Mapping, Stream, border_ring
 
+MAX_SEGMENTS = 8  # colors one straight stream's lines are cut into, at most
+MIN_RAMP_SAVING = 64  # wavelets a PE's ramp must be spared to cut lines into segments
+RAMP_MARGIN = 0.25  # ... and that share of the busiest link's wavelets
+
 
 @dataclass(frozen=True)
 class InputPlan:
@@ -57,7 +61,7 @@ class InputPlan:
 
 
 def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
-                split: bool = True) -> InputPlan:
+                split: bool = True, segments: int = MAX_SEGMENTS) -> InputPlan:
     """Choose for every part of every input stream (one part per side it enters by) how
     its elements reach the PEs that read them:
 
@@ -113,7 +117,8 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
                 flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}"))
             continue
         if how[key] == "direct" and split and ramp_binds:
-            segmented = segment_flows(key, part, side, model, mapping, compute, colors)
+            segmented = segment_flows(key, part, side, model, mapping, compute, colors,
+                                      limit=segments)
             if segmented is not None:
                 flows.extend(segmented)
                 continue
@@ -124,19 +129,14 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
     return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
 
 
-MAX_SEGMENTS = 8  # colors one straight stream's lines are cut into, at most
-MIN_RAMP_SAVING = 64  # wavelets a PE's ramp must be spared to cut lines into segments
-RAMP_MARGIN = 0.25  # ... and that share of the busiest link's wavelets
-
-
 def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
-                  compute: Region) -> list[Stream]:
+                  compute: Region, *, limit: int = MAX_SEGMENTS) -> list[Stream]:
     """``stream``'s elements by how far down their line a reader is, nearest first.
 
     Static routes give a color to a PE's core whole or not at all: on one color, every
     PE of a line takes every wavelet of the line's stream, even where it reads a quarter
     of them. Elements whose farthest reader lies at the same place along the line form
-    a segment (consecutive places merged down to :data:`MAX_SEGMENTS`); on a color of
+    a segment (consecutive places merged down to ``limit``); on a color of
     its own, a segment's line ends at that reader, and a PE takes only the segments it
     reads from. Elements no PE reads go with the nearest segment."""
     to_rel = compute.to_relative()
@@ -151,7 +151,7 @@ def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping
     values = sorted((v for (v,) in poly.points(reached)), reverse=side in ("S", "E"))
     if len(values) < 2:
         return [stream]
-    per = -(-len(values) // MAX_SEGMENTS)
+    per = -(-len(values) // max(1, limit))
     groups = [values[k:k + per] for k in range(0, len(values), per)]
     unread = stream.relation.domain().subtract(need.domain())
     segments = []
@@ -212,10 +212,11 @@ def _line_reach(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
 
 
 def segment_flows(key: str, stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
-                  compute: Region, colors: Colors) -> list[InputFlow] | None:
+                  compute: Region, colors: Colors, *, limit: int = MAX_SEGMENTS
+                  ) -> list[InputFlow] | None:
     """A direct stream as one flow per segment of its lines (:func:`line_segments`), or
     None where it has one segment, or a segment could not be a flow of its own."""
-    segments = line_segments(stream, side, model, mapping, compute)
+    segments = line_segments(stream, side, model, mapping, compute, limit=limit)
     if len(segments) < 2:
         return None
     try:
@@ -227,7 +228,8 @@ def segment_flows(key: str, stream: Stream, side: Side, model: PolyModel, mappin
     for segment in segments:
         # (a straight tree: its routers pass the segment on, only its readers take it)
         flows += tree_flows(segment, side, model, mapping, compute, colors)
-    return [replace(flow, key=f"{key}_{k}", apart=True) for k, flow in enumerate(flows)]
+    return [replace(flow, key=f"{key}_{k}", apart=True, segmented=True)
+            for k, flow in enumerate(flows)]
 
 
 def split_by_side(stream: Stream, width: int, height: int) -> list[tuple[Side, Stream]]:

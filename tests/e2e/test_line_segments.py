@@ -136,12 +136,42 @@ def test_random_tiles_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         assert outcome.comparison.verified, (case, outcome.comparison.mismatch)
 
 
-def test_short_of_colors_the_streams_go_whole(tmp_path: Path) -> None:
-    """Twelve segments do not fit eight colors: the streams are planned whole again."""
+@pytest.mark.parametrize(("colors", "segments"), [(8, 2), (5, 1)])
+def test_short_of_colors_lines_take_fewer_segments_or_none(tmp_path: Path, colors: int,
+                                                            segments: int) -> None:
+    """Twelve segments do not fit eight colors: six do (two per stream, with the
+    output's two); with five the streams are planned whole again."""
     path = _write(tmp_path, *EW3)
-    fabric = FabricConfig(colors=8)
+    fabric = FabricConfig(colors=colors)
     compiled = dtg.compile(path, fabric=fabric)
     assert compiled.tasks is not None
-    assert all(len(compiled.tasks.input_flows(t)) == 1 for t in "abc")
+    assert all(len(compiled.tasks.input_flows(t)) == segments for t in "abc")
     outcome = run_program(path, seed=2, config=fabric, engine="fast")
     assert outcome.comparison.verified
+
+
+EW3_WIDE = ("""
+    lair ew3(): float16 a[64][64], float16 b[64][64], float16 c[64][64] -> float16 d[64][64]
+    { all (i, j) in (64, 64) d[i][j] = a[i][j] * b[i][j] + c[i][j] }
+    """, """
+    rectangle { PE[8, 8] }
+    placement { ew3[i, j] -> PE[j//8, i//8] }
+    input  a dense  { a[i = 0:63, j = 0:63] -> [PE[j//8, -1] -> index[i, j mod 8]] }
+    input  b dense  { b[i = 0:63, j = 0:63] -> [PE[-1, i//8] -> index[i mod 8, j]] }
+    input  c sparse { c[i = 0:63, j = 0:63] -> [PE[j//8, 8] -> index[i, j mod 8]] }
+    output d dense  { d[i = 0:63, j = 0:63] -> [PE[8, i//8] -> index[i mod 8, j]] }
+    """)
+
+
+def test_short_of_colors_lines_take_fewer_segments(tmp_path: Path) -> None:
+    """Eight segments for each of three streams and the output need 25 colors of 24:
+    four segments of two PEs each fit, and are still faster than whole lines."""
+    path = _write(tmp_path, *EW3_WIDE)
+    compiled = dtg.compile(path)
+    assert compiled.tasks is not None
+    for tensor in "abc":
+        flows = compiled.tasks.input_flows(tensor)
+        assert len(flows) == 4 and all(f.segmented for f in flows)
+        assert all(int(f.lines.count_val().to_python()) == 16 for f in flows)
+    outcome = run_program(path, seed=4, engine="fast")
+    assert outcome.comparison.verified and outcome.comparison.exact
