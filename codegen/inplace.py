@@ -87,7 +87,8 @@ def _without_copy(d: SimdDecision, u: InPlace) -> SimdDecision:
     """``d`` without its first step, the copy of ``S`` into ``D`` that is now the identity."""
     (op, dst, srcs, scalar), *rest = d.more
     return replace(d, op=op, dst=dst, srcs=srcs, scalar=scalar, more=tuple(rest),
-                   reason=d.reason + f"; in place in {u.src}'s array")
+                   reason=d.reason + f"; in place in {u.src}'s array",
+                   permuted=None if d.permuted is None else _without_copy(d.permuted, u))
 
 
 def _update(tg: TaskGraph, memory: Memory, statement: str, d: SimdDecision | None
@@ -161,7 +162,8 @@ def _renamed(d: SimdDecision, rename: dict[str, str]) -> SimdDecision:
     more = tuple((name, op(dst), tuple(op(s) for s in srcs), scalar)
                  for name, dst, srcs, scalar in d.more)
     return replace(d, dst=None if d.dst is None else op(d.dst),
-                   srcs=tuple(op(s) for s in d.srcs), more=more)
+                   srcs=tuple(op(s) for s in d.srcs), more=more,
+                   permuted=None if d.permuted is None else _renamed(d.permuted, rename))
 
 
 def in_place_batches(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision],

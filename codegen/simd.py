@@ -125,7 +125,8 @@ class SimdDecision:
         """One configuration of the largest size, the dimension its sizes differ in cut at
         run time (where the variants do not fit the PE)."""
         if self.length is None and self.permuted is not None:
-            return self.permuted.cut_to_length()
+            # (the same instructions in another order: the same predictions)
+            return replace(self.permuted, predicted=self.predicted).cut_to_length()
         assert self.length is not None
         largest = max(self.variants, key=prod)
         return replace(self, variants=(largest,), variant=None, size_ids=None, by_length=True,

@@ -125,8 +125,28 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
         line = beside_regions[side] if how[key] == "adapters" else None
         flow = input_flow(part, side, model, mapping, compute, line, colors)
         flows.append(replace(flow, key=key, stream_relation=part.relation))
+    flows = _unique_names(flows, [t.name for t in model.graph.tensors])
     adapters = tuple(f.adapter for f in flows if f.adapter is not None)
     return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
+
+
+def _unique_names(flows: list[InputFlow], tensors: list[str]) -> list[InputFlow]:
+    """The flows with names that no other flow and no tensor has: a flow name names its
+    tasks and landing arrays, and a part's generated name (``a_1``, the second segment of
+    ``a``) may be another tensor's (``a_1``, streamed whole). Generated names that clash
+    take a trailing ``_`` until they do not."""
+    used = set(tensors)
+    named: list[InputFlow] = []
+    for flow in flows:
+        if flow.name == flow.tensor:
+            named.append(flow)
+            continue
+        key = flow.name
+        while key in used:
+            key += "_"
+        used.add(key)
+        named.append(flow if key == flow.name else replace(flow, key=key))
+    return named
 
 
 def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
