@@ -187,8 +187,9 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         needed = max((configurations_per_pe(p) for p in shared.programs), default=0)
         if needed <= max_configs:
             return shared, decisions, arrivals
-        # Then, size variants differing in their outermost dimension become one
-        # configuration cut to a run-time length: the same work, fewer configurations.
+        # Then, size variants differing in one dimension become one configuration cut
+        # to a run-time length (that dimension scanned outermost where it is not already,
+        # codegen.scanorder): the same work, fewer configurations.
         cuttable = [t for t, d in decisions.items() if d.cuttable]
         cut_batches = arrivals.cut_to_length()
         if cuttable or cut_batches is not None:
@@ -475,7 +476,7 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 params=params, max_configs=max_configs, arrivals=planned)
             shared = share_colors(module, fabric.colors)
             if shared is None and any(f.segmented for f in tg.inputs):
-                # lines cut into half as many segments first: fewer colors, the same tasks
+                # lines cut into half as many segments first: fewer colors and tasks
                 fewer = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
                                       reference=reference, params=params,
                                       max_configs=max_configs, arrival=arrival, fabric=fabric,

@@ -559,8 +559,10 @@ def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape
         failures.append(result)
     else:  # the size varies between invocations, or between PEs: one variant per size
         enumerated = _enumerate(rect, index_like, ctx)
-        found: SimdDecision | str = enumerated if isinstance(enumerated, str) else ""
-        if not isinstance(enumerated, str):
+        found: SimdDecision | str
+        if isinstance(enumerated, str):
+            found = enumerated
+        else:
             variants, variant, size_ids, length, over = enumerated
             found = build("enumerated", rect.minimum, variants[-1], None, (), variants,
                           variant, size_ids)

@@ -109,7 +109,8 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
         for side, part in split_by_side(stream, mapping.width, mapping.height):
             require_entry(part, side, compute, beside_regions, regions)
     flows: list[InputFlow] = []
-    ramp_binds = split and _ramp_binds(parts, model, mapping, compute)
+    ramp_binds = split and any(how[key] == "direct" for key, _, _ in parts) and \
+        _ramp_binds(parts, model, mapping, compute)
     for key, side, part in parts:
         if how[key] == "tree":
             trees = tree_flows(part, side, model, mapping, compute, colors, split=split)

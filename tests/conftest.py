@@ -79,16 +79,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("random") is None)
 
 
+def write_pair(directory: Path, lair: str, mapping: str) -> Path:
+    """Write a program and its mapping (dedented) into ``directory`` as ``p.lair`` and
+    ``p.map``; the program's path."""
+    import textwrap
+
+    (directory / "p.lair").write_text(textwrap.dedent(lair))
+    (directory / "p.map").write_text(textwrap.dedent(mapping))
+    return directory / "p.lair"
+
+
 def verify_pair(directory: Path, lair: str, mapping: str, *, simd: bool,
                 seeds: Sequence[int] = (0, 1)) -> None:
     """Write a program and its mapping (dedented) into ``directory``, compile and simulate
     them, and check every output against the reference interpreter for each seed."""
-    import textwrap
-
     from dtg.pesim.run import run_program
 
-    (directory / "p.lair").write_text(textwrap.dedent(lair))
-    (directory / "p.map").write_text(textwrap.dedent(mapping))
+    write_pair(directory, lair, mapping)
     for seed in seeds:
         outcome = run_program(directory / "p.lair", simd=simd, seed=seed)
         assert outcome.comparison.verified, outcome.comparison.mismatch

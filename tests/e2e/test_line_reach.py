@@ -7,10 +7,10 @@ the reference interpreter."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import write_pair
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,14 +31,8 @@ POOL = ("""
     """)
 
 
-def _write(tmp_path: Path, lair: str, mapping: str) -> Path:
-    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
-    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
-    return tmp_path / "p.lair"
-
-
 def test_each_half_reaches_its_rows(tmp_path: Path) -> None:
-    compiled = dtg.compile(_write(tmp_path, *POOL))
+    compiled = dtg.compile(write_pair(tmp_path, *POOL))
     assert compiled.tasks is not None
     lines = {f.side: f.lines for f in compiled.tasks.input_flows("x")}
     assert lines.keys() == {"N", "S"}
@@ -49,7 +43,7 @@ def test_each_half_reaches_its_rows(tmp_path: Path) -> None:
 @pytest.mark.parametrize("engine", ["simpy", "fast"])
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 def test_two_halves_verify(tmp_path: Path, simd: bool, engine: str) -> None:
-    path = _write(tmp_path, *POOL)
+    path = write_pair(tmp_path, *POOL)
     for seed in (0, 1):
         outcome = run_program(path, simd=simd, seed=seed, engine=engine)
         assert outcome.comparison.verified, outcome.comparison.mismatch
@@ -82,7 +76,7 @@ def split_columns(draw: st.DrawFn) -> tuple[str, str, int, int]:
 @given(case=split_columns())
 def test_random_split_columns(tmp_path: Path, case: tuple[str, str, int, int]) -> None:
     lair, mapping, last_north, first_south = case
-    path = _write(tmp_path, lair, mapping)
+    path = write_pair(tmp_path, lair, mapping)
     compiled = dtg.compile(path)
     assert compiled.tasks is not None
     lines = {f.side: f.lines for f in compiled.tasks.input_flows("x")}

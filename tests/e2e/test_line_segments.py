@@ -7,10 +7,10 @@ cycles. Both engines, SIMD and scalar, against the reference interpreter."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import write_pair
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -20,17 +20,27 @@ from dtg.mapping.mesh import pe_box
 from dtg.pe.fabric import FabricConfig
 from dtg.pesim.run import run_program
 
-EW3 = ("""
-    lair ew3(): float16 a[32][32], float16 b[32][32], float16 c[32][32] -> float16 d[32][32]
-    { all (i, j) in (32, 32) d[i][j] = a[i][j] * b[i][j] + c[i][j] }
-    """, """
-    rectangle { PE[4, 4] }
-    placement { ew3[i, j] -> PE[j//8, i//8] }
-    input  a dense  { a[i = 0:31, j = 0:31] -> [PE[j//8, -1] -> index[i, j mod 8]] }
-    input  b dense  { b[i = 0:31, j = 0:31] -> [PE[-1, i//8] -> index[i mod 8, j]] }
-    input  c sparse { c[i = 0:31, j = 0:31] -> [PE[j//8, 4] -> index[i, j mod 8]] }
-    output d dense  { d[i = 0:31, j = 0:31] -> [PE[4, i//8] -> index[i mod 8, j]] }
+
+def _ew3(pes: int, tile: int = 8) -> tuple[str, str]:
+    """``d = a .* b + c`` on ``pes`` x ``pes`` PEs, a ``tile`` x ``tile`` tile each: a from
+    the north, b from the west, c (sparse) from the south, d east per row of PEs."""
+    n, t = pes * tile, tile
+    ij = f"i = 0:{n - 1}, j = 0:{n - 1}"
+    return (f"""
+    lair ew3(): float16 a[{n}][{n}], float16 b[{n}][{n}], float16 c[{n}][{n}] -> float16 d[{n}][{n}]
+    {{ all (i, j) in ({n}, {n}) d[i][j] = a[i][j] * b[i][j] + c[i][j] }}
+    """, f"""
+    rectangle {{ PE[{pes}, {pes}] }}
+    placement {{ ew3[i, j] -> PE[j//{t}, i//{t}] }}
+    input  a dense  {{ a[{ij}] -> [PE[j//{t}, -1] -> index[i, j mod {t}]] }}
+    input  b dense  {{ b[{ij}] -> [PE[-1, i//{t}] -> index[i mod {t}, j]] }}
+    input  c sparse {{ c[{ij}] -> [PE[j//{t}, {pes}] -> index[i, j mod {t}]] }}
+    output d dense  {{ d[{ij}] -> [PE[{pes}, i//{t}] -> index[i mod {t}, j]] }}
     """)
+
+
+EW3 = _ew3(4)
+EW3_WIDE = _ew3(8)
 
 ONE = ("""
     lair one(): float16 a[32][32] -> float16 d[32][32]
@@ -43,14 +53,8 @@ ONE = ("""
     """)
 
 
-def _write(tmp_path: Path, lair: str, mapping: str) -> Path:
-    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
-    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
-    return tmp_path / "p.lair"
-
-
 def test_each_pe_takes_only_its_segment(tmp_path: Path) -> None:
-    compiled = dtg.compile(_write(tmp_path, *EW3))
+    compiled = dtg.compile(write_pair(tmp_path, *EW3))
     assert compiled.tasks is not None
     for tensor, box in (("a", lambda k: pe_box(0, 3, k, k)),
                         ("b", lambda k: pe_box(k, k, 0, 3)),
@@ -65,14 +69,14 @@ def test_each_pe_takes_only_its_segment(tmp_path: Path) -> None:
 def test_a_stream_alone_is_not_cut(tmp_path: Path) -> None:
     """One stream: each PE takes it as fast as the link brings it, so segments would
     only add colors and tasks."""
-    compiled = dtg.compile(_write(tmp_path, *ONE))
+    compiled = dtg.compile(write_pair(tmp_path, *ONE))
     assert compiled.tasks is not None
     assert len(compiled.tasks.input_flows("a")) == 1
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 def test_segments_verify_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
-    path = _write(tmp_path, *EW3)
+    path = write_pair(tmp_path, *EW3)
     cycles = set()
     for engine in ("simpy", "fast"):
         outcome = run_program(path, simd=simd, seed=1, engine=engine)
@@ -83,7 +87,7 @@ def test_segments_verify_alike_on_both_engines(tmp_path: Path, simd: bool) -> No
 
 def test_segments_are_faster_than_whole_lines(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _write(tmp_path, *EW3)
+    path = write_pair(tmp_path, *EW3)
     cut = run_program(path, seed=1, engine="fast")
     monkeypatch.setattr(inputs, "MAX_SEGMENTS", 1)
     whole = run_program(path, seed=1, engine="fast")
@@ -129,7 +133,7 @@ def test_random_tiles_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     more), so that the small cases cut their lines too."""
     monkeypatch.setattr(inputs, "MIN_RAMP_SAVING", 0)
     monkeypatch.setattr(inputs, "RAMP_MARGIN", 0.0)
-    path = _write(tmp_path, *case)
+    path = write_pair(tmp_path, *case)
     compiled = dtg.compile(path)
     assert compiled.tasks is not None
     segmented = len(compiled.tasks.inputs) > 3
@@ -144,7 +148,7 @@ def test_short_of_colors_lines_take_fewer_segments_or_none(tmp_path: Path, color
                                                             segments: int) -> None:
     """Twelve segments do not fit eight colors: six do (two per stream, with the
     output's two); with five the streams are planned whole again."""
-    path = _write(tmp_path, *EW3)
+    path = write_pair(tmp_path, *EW3)
     fabric = FabricConfig(colors=colors)
     compiled = dtg.compile(path, fabric=fabric)
     assert compiled.tasks is not None
@@ -153,23 +157,10 @@ def test_short_of_colors_lines_take_fewer_segments_or_none(tmp_path: Path, color
     assert outcome.comparison.verified
 
 
-EW3_WIDE = ("""
-    lair ew3(): float16 a[64][64], float16 b[64][64], float16 c[64][64] -> float16 d[64][64]
-    { all (i, j) in (64, 64) d[i][j] = a[i][j] * b[i][j] + c[i][j] }
-    """, """
-    rectangle { PE[8, 8] }
-    placement { ew3[i, j] -> PE[j//8, i//8] }
-    input  a dense  { a[i = 0:63, j = 0:63] -> [PE[j//8, -1] -> index[i, j mod 8]] }
-    input  b dense  { b[i = 0:63, j = 0:63] -> [PE[-1, i//8] -> index[i mod 8, j]] }
-    input  c sparse { c[i = 0:63, j = 0:63] -> [PE[j//8, 8] -> index[i, j mod 8]] }
-    output d dense  { d[i = 0:63, j = 0:63] -> [PE[8, i//8] -> index[i mod 8, j]] }
-    """)
-
-
 def test_short_of_colors_lines_take_fewer_segments(tmp_path: Path) -> None:
     """Eight segments for each of three streams and the output need 25 colors of 24:
     four segments of two PEs each fit, and are still faster than whole lines."""
-    path = _write(tmp_path, *EW3_WIDE)
+    path = write_pair(tmp_path, *EW3_WIDE)
     compiled = dtg.compile(path)
     assert compiled.tasks is not None
     for tensor in "abc":
@@ -196,7 +187,7 @@ CLASH = ("""
 def test_a_segment_is_not_named_like_another_tensor(tmp_path: Path) -> None:
     """``a``'s second segment would be ``a_1``, the name of the tensor ``a_1`` streamed
     whole (found by review: two tasks ``on_a_1``)."""
-    path = _write(tmp_path, *CLASH)
+    path = write_pair(tmp_path, *CLASH)
     compiled = dtg.compile(path)
     assert compiled.tasks is not None
     names = [f.name for f in compiled.tasks.inputs]
