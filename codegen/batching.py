@@ -38,7 +38,14 @@ from dtg.codegen.cost import (
     simd_cycles,
 )
 from dtg.codegen.groupbatch import control_cycles
-from dtg.codegen.islast import condition_of, normalize, pw_aff_expr, substitute_stmts
+from dtg.codegen.hoist import per_arrival_ops
+from dtg.codegen.islast import (
+    condition_of,
+    normalize,
+    pw_aff_expr,
+    substitute,
+    substitute_stmts,
+)
 from dtg.codegen.keeping import arrival_share, keep_cycles
 from dtg.codegen.scalarcode import scalar_code
 from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
@@ -133,12 +140,16 @@ class KeepCopy:
         guard = condition_of(self.elements.params(), context)
         return 0 if guard is None else branch_cycles(guard)
 
-    def cycles(self, dtype: str) -> int:
+    def cycles(self, dtype: str, varying: frozenset[str] | None = None) -> int:
+        """Cycles of one copy; with ``varying`` (the names that change between copies),
+        what is left of the base arithmetic once the rest is computed once (codegen.hoist)."""
+        def ops(e: IExpr) -> int:
+            return expr_ops(e) if varying is None else per_arrival_ops(e, varying)
         width = costs().simd_width(dtype, "copy")
         moved = prod(self.sizes) if self.per_run is None else self.per_run
         return costs().simd_startup + ceil(moved / width) + \
-            expr_ops(self.dst_base) + expr_ops(self.src_base) + sum(
-                costs().simd_variant_select + expr_ops(chosen)
+            ops(self.dst_base) + ops(self.src_base) + sum(
+                costs().simd_variant_select + ops(chosen)
                 for chosen in (self.length, self.variant) if chosen is not None)
 
 
@@ -405,8 +416,8 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
             # (the copy where a batch has kept elements, the test on every batch)
             share = arrival_share(flow, made.keep.elements.params(), made.context)
             work.append((_pes(made.keep.elements),
-                         ceil(share * made.keep.cycles(land_local.dtype))))
-            full.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype)))
+                         ceil(share * made.keep.cycles(land_local.dtype, varying))))
+            full.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype, varying)))
             guard = made.keep.guard_cycles(made.context)
             if guard:
                 work.append((pe_condition_set(flow.lines), guard))
@@ -478,7 +489,12 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
             continue
         ring, once = landing_ring(flow.kind == "sparse", layout.batches, layout.land.bytes,
                                   room)
-        work = sum(_run_cost(d, tg, t, count=layout.slot) for t, d in chosen)
+        # (over several batches of a dense stream, what depends on the PE alone is
+        # computed once, in main: codegen.hoist; all else changes with the batch)
+        varying = frozenset({*poly.index_names(flow.index_dims), COUNT, SLOT,
+                             f"g_{flow.name}"}) if layout.batches > 1 and \
+            flow.kind == "dense" else None
+        work = sum(_run_cost(d, tg, t, count=layout.slot, varying=varying) for t, d in chosen)
         keep: KeepCopy | None = None
         if flow.tensor in tg.buffered:  # the batch's kept elements copied into place
             kept = memory.of(flow.tensor)
@@ -498,7 +514,15 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
             # (in the tensor's array: one slot, the array's, and no copy)
             batch = replace(batch, ring=1, once=flow.kind == "sparse" and layout.batches == 1)
         elif keep is not None:
-            work += keep.cycles(layout.land.dtype) + keep.guard_cycles(layout.context)
+            costed = keep
+            if layout.first is not None:  # (its bases as emitted, with the first index)
+                known = poly.project_out_params(flow.arrival_context(), [
+                    n for n in poly.index_names(flow.index_dims) if n not in layout.fixed])
+                at = {poly.INDEX: pw_aff_expr(layout.first, known)}
+                costed = replace(keep, dst_base=normalize(substitute(keep.dst_base, at)),
+                                 src_base=normalize(substitute(keep.src_base, at)))
+            work += costed.cycles(layout.land.dtype, varying) + keep.guard_cycles(
+                layout.context)
         cycles, busy = groupbatch.batch_cycles(layout, work, sparse=flow.kind == "sparse",
                                                once=batch.once, period=period,
                                                streams=len(tg.inputs))

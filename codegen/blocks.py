@@ -163,19 +163,42 @@ def reduce_block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, n
     sends = poly.set_box_hull(poly.bind_pe(ex.produced))
     if sends is None or prod(size) > WHOLE_ARRAY_FACTOR * max(1, prod(sends.size)):
         return None
-    whole = poly.box_map(local.array.box).intersect_domain(ex.produced.domain())
     land = f"land_{name}"
     strides = row_major(size)
-    send_cfg = SimdConfig(f"out_{name}_send", "copy", (size,),
-                          SimdOperand("out", color=ex.color),
-                          (SimdOperand("array", local.name, strides),))
-    parts = _parts(ex, local, region, got, turns, size, land, name, sent=whole,
-                   keeps=ex.needed, op=op)
-    if parts is None:
+    ways: list[tuple[tuple[int, ...], IExpr, isl.Map]] = []
+    own = _own_block(ex, sends, size)
+    if own is not None:  # (the box of what it wrote, not its whole array)
+        origin, at, _ = block_addressing(local, sends, region.context())
+        ways.append((sends.size, at(origin), own))
+    ways.append((size, IConst(0),
+                 poly.box_map(local.array.box).intersect_domain(ex.produced.domain())))
+    for block, base, sent in ways:
+        parts = _parts(ex, local, region, got, turns, block, land, name, sent=sent,
+                       keeps=ex.needed, op=op)
+        if parts is None:
+            continue
+        send_cfg = SimdConfig(f"out_{name}_send", "copy", (block,),
+                              SimdOperand("out", color=ex.color),
+                              (SimdOperand("array", local.name, strides),))
+        configs, receive = parts
+        return BlockExchange((send_cfg, *configs), Array(land, local.dtype, (prod(block),)),
+                             (Run(send_cfg.name, ((local.name, base),)),), receive)
+    return None
+
+
+def _own_block(ex: Exchange, sends: poly.FixedSizeBox, size: tuple[int, ...]
+               ) -> isl.Map | None:
+    """``PE -> element`` of the box around the partial results each sender wrote, where
+    that box is smaller than its whole array (a PE of a skewed placement holding its
+    block and a total it keeps elsewhere in the array): sending it alone sends less.
+    Inside the box, an element the PE did not write holds the neutral value or a total
+    it keeps, as in the whole array. None where the whole array is as small."""
+    if len(sends.size) != len(size) or prod(sends.size) >= prod(size):
         return None
-    configs, receive = parts
-    return BlockExchange((send_cfg, *configs), Array(land, local.dtype, (prod(size),)),
-                         (Run(send_cfg.name, ((local.name, IConst(0)),)),), receive)
+    box = poly.range_box_hull(ex.produced)
+    if box is None or box.size != sends.size:
+        return None
+    return poly.box_map(box).intersect_domain(ex.produced.domain())
 
 
 WHOLE_ARRAY_FACTOR = 4  # a whole array sent, at most this many times what a PE sends

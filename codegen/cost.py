@@ -163,7 +163,21 @@ def box_volume(s: isl.Set) -> int:
     """Points of the fixed-size box around ``s`` for each parameter value (one
     invocation's instances when the parameters are the PE and the arrival)."""
     box = poly.set_box_hull(s)
-    return max(1, prod(box.size)) if box is not None else 1
+    whole = max(1, prod(box.size)) if box is not None else 1
+    pieces = s.get_basic_sets()
+    if not 1 < len(pieces) <= MAX_PIECES:
+        return whole
+    # (pieces on different PEs, a halo's slivers: one box each, the largest counts)
+    parts = []
+    for piece in pieces:
+        box = poly.set_box_hull(s.intersect_params(piece.params()))
+        if box is None:
+            return whole
+        parts.append(max(1, prod(box.size)))
+    return min(whole, max(parts))
+
+
+MAX_PIECES = 16  # pieces of an instance set boxed one by one
 
 
 def expr_ops(e: IExpr | None) -> int:

@@ -77,6 +77,7 @@ from dtg.pe.ir import (
     IExpr,
     If,
     IntVar,
+    ISel,
     IVar,
     Load,
     PeModule,
@@ -615,27 +616,38 @@ class _ComputeBuilder(Sharing, Gathering):
         n = flow.index_dims
         outer = arrivals.project_out(isl.dim_type.out, n - 1, 1)
         per_pe = poly.bind_pe(outer)
-        rect = poly.rectangularity(per_pe)
-        # The k-th end mark ends the group of the k-th outer tuple in lexicographic order:
-        # its digits need the sizes of every outer dimension but the outermost.
-        inner = [poly.constant_value(rect.size.get_at(d)) for d in range(1, n - 1)]
-        if not rect.dense or any(size is None for size in inner):
+        rect = poly.rectangularity(per_pe, index=())
+        if not rect.dense:
             raise unsupported(flow.tensor,
                 f"input '{flow.tensor}': the outer index values reaching a PE do not form a "
-                "box (whose size may vary only in the outermost dimension), so they cannot be "
-                "counted from end marks")
-        sizes = (0, *(size or 0 for size in inner))
+                "box, so they cannot be counted from end marks")
+        # The k-th end mark ends the group of the k-th outer tuple in lexicographic order:
+        # its digits need the sizes of every outer dimension but the outermost: where
+        # sources send boxes of different sizes, one set of digits per piece of the PEs
+        # on which they are constant (the PE code's '%' takes constants).
         names = poly.index_names(n)[:-1]
+        lows = [pw_aff_expr(rect.minimum.get_at(d), context) for d in range(n - 1)]
+        pieces = _size_pieces(rect, n - 1)
+        if pieces is None:
+            raise unsupported(flow.tensor,
+                f"input '{flow.tensor}': the sizes of the box of outer index values reaching "
+                "a PE are not constant on any piece of the PEs, so they cannot be counted "
+                "from end marks")
         env: dict[str, IExpr] = {}
-        stride = 1
-        for d in reversed(range(n - 1)):
-            lo = pw_aff_expr(rect.minimum.get_at(d), context)
-            digit: IExpr = IBin("//", IVar(counter), IConst(stride)) if stride > 1 else IVar(
-                counter)
-            if d > 0:
-                digit = IBin("%", digit, IConst(sizes[d]))
-            env[names[d]] = IBin("+", lo, digit)
-            stride *= sizes[d]
+        for where, sizes in reversed(pieces):
+            digits: dict[str, IExpr] = {}
+            stride = 1
+            for d in reversed(range(n - 1)):
+                digit: IExpr = IBin("//", IVar(counter), IConst(stride)) if stride > 1 \
+                    else IVar(counter)
+                if d > 0:
+                    digit = IBin("%", digit, IConst(sizes[d]))
+                digits[names[d]] = IBin("+", lows[d], digit)
+                stride *= sizes[d]
+            cond = condition_of(where, context) if len(pieces) > 1 else None
+            for name, digit in digits.items():
+                env[name] = digit if cond is None or name not in env else normalize(
+                    ISel(cond, digit, env[name]))
         return env
 
     # -------------------------------------------------------------- outputs
@@ -719,6 +731,33 @@ class _ComputeBuilder(Sharing, Gathering):
         for k, ex in enumerate(order, start=1):
             self._exchange(ex, k, steps[k])
         return steps[0]
+
+def _size_pieces(rect: poly.Rectangularity, n: int
+                 ) -> list[tuple[isl.Set, tuple[int, ...]]] | None:
+    """The sizes of the first ``n`` dimensions of ``rect``'s box but the outermost (0 in
+    its place), each the same on a piece of the PEs: the pieces (parameters) with their
+    sizes; None where the sizes take more than :data:`MAX_SIZE_PIECES` values."""
+    if n <= 1:
+        return [(rect.context.params(), (0,) * n)]
+    inner = rect.sizes.project_out(isl.dim_type.set, 0, 1).project_out(
+        isl.dim_type.set, n - 1, int(rect.sizes.dim(isl.dim_type.set)) - n)
+    try:
+        values = poly.points(inner.project_out_all_params(), limit=MAX_SIZE_PIECES)
+    except poly.TooManyPointsError:
+        return None
+    if not 0 < len(values) <= MAX_SIZE_PIECES:
+        return None
+    pieces = []
+    for value in values:
+        at = inner
+        for d, v in enumerate(value):
+            at = at.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(at.get_ctx(), v))
+        pieces.append((at.params(), (0, *value)))
+    return pieces
+
+
+MAX_SIZE_PIECES = 8  # sizes of the outer index values' box a stream's receivers may have
+
 
 def _simd_operand(o: Operand) -> SimdOperand:
     if o.kind == "scalar":

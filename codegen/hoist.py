@@ -20,7 +20,8 @@ streams with several windows per PE are rewritten (the 2-D convolution's rows: 9
 counter) get only their parts that depend on the PE alone computed in ``main`` (a
 streamed 12 x 12 image, a batch per row: 596 -> 554 cycles); per group, the control
 task would pay as much as the batches save (an MLP: 448 -> 508), and a single window
-or a stream of one group runs too few batches to pay for ``main``'s extra work.
+or a stream of one group runs too few batches to pay for ``main``'s extra work. Batches
+of whole groups count their groups in their own task: alike, where it reads the count.
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def hoist_invariants(program: PeProgram) -> PeProgram:
             # and only where the stream has several groups (the task reads the group
             # counter its control task advances): a batch or two would not pay for
             # main's extra work.
-            counters = assigned(control.body) if control is not None else set()
+            # (batches of whole groups count their groups themselves)
+            counters = assigned(control.body) if control is not None else {
+                n for n in assigned(task.body) if n.startswith("g_")} if task.groups \
+                else set()
             if not counters & {n for st in task.body for n in reads(st)}:
                 continue
             owners = {main.name if main else ""}

@@ -371,18 +371,18 @@ def _compile(program: Program, mapping: Mapping, *, stop: str, simd: bool, name:
     at much more than the stream's pace, the same compiled with that stream kept in
     memory (the statements running once it is complete, as whole-box SIMD) where the
     cost model predicts it at most :data:`KEEP_GAIN` of the cycles."""
-    compiled = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
-                             reference=reference, params=params, max_configs=max_configs,
-                             arrival=arrival, fabric=fabric, keep=keep)
+    compiled = _compile_halos(program, mapping, stop=stop, simd=simd, name=name,
+                              reference=reference, params=params, max_configs=max_configs,
+                              arrival=arrival, fabric=fabric, keep=keep)
     if keep or not simd or arrival == "per-wavelet" or compiled.arrivals is None:
         return compiled
     slow = _slow_streams(compiled)
     if not slow:
         return compiled
     try:
-        kept = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
-                             reference=reference, params=params, max_configs=max_configs,
-                             arrival=arrival, fabric=fabric, keep=slow)
+        kept = _compile_halos(program, mapping, stop=stop, simd=simd, name=name,
+                              reference=reference, params=params, max_configs=max_configs,
+                              arrival=arrival, fabric=fabric, keep=slow)
     except DtgError:  # (kept in memory it may not fit, or not compile: as it was)
         return compiled
     mine, theirs = _stream_work(compiled, slow), _stream_work(kept, slow)
@@ -443,19 +443,60 @@ def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
     return total
 
 
+def _compile_halos(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
+                   reference: str | None, params: Sequence[tuple[str, int | str]],
+                   max_configs: int, arrival: str, fabric: FabricConfig,
+                   keep: frozenset[str]) -> Compilation:
+    """A compilation with tree streams cut into their halos and the rest
+    (mapping.inputs.halo_split) where the cost model predicts taking the streams and the
+    work after them not markedly slower than with the trees whole (:data:`HALO_LOSS`; a
+    cut whose parts arrive unevenly, in groups of sizes that differ between sources, can
+    cost more than the neighbours' extra wavelets); the other one otherwise."""
+    def attempt(halos: bool | None) -> Compilation:
+        return _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                             reference=reference, params=params, max_configs=max_configs,
+                             arrival=arrival, fabric=fabric, keep=keep, halos=halos)
+
+    cut = attempt(None)
+    if cut.tasks is None or cut.arrivals is None or not any(f.halo for f in cut.tasks.inputs):
+        return cut
+    try:
+        whole = attempt(False)
+    except DtgError:
+        return cut
+    seconds = cut.seconds + whole.seconds
+    tensors = frozenset(f.tensor for f in cut.tasks.inputs)
+    mine, theirs = _stream_work(cut, tensors), _stream_work(whole, tensors)
+    if mine is not None and (theirs is None or theirs > HALO_LOSS * mine):
+        return replace(cut, seconds=seconds)
+    return replace(whole, seconds=seconds)
+
+
+# The trees whole only where predicted at this share of the cut's cycles or less: the
+# prediction does not count the links and ramps the neighbours' whole streams load
+HALO_LOSS = 0.9
+
+
 def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, name: str,
                   reference: str | None, params: Sequence[tuple[str, int | str]],
                   max_configs: int, arrival: str, fabric: FabricConfig,
                   keep: frozenset[str], split: bool = True,
-                  segments: int | None = None) -> Compilation:
+                  segments: int | None = None, halos: bool | None = None) -> Compilation:
     """One compilation (``split``: multicast sources apart where their orders differ,
     :func:`mapping.inputs.tree_flows`, and straight streams cut into at most ``segments``
-    segments, :func:`mapping.inputs.line_segments`; by default its ``MAX_SEGMENTS``)."""
+    segments, :func:`mapping.inputs.line_segments`; by default its ``MAX_SEGMENTS``;
+    ``halos``: tree streams cut into their halos and the rest, :func:`mapping.inputs.
+    halo_split`, by default but with ``arrival="per-wavelet"``). Short of colors, lines
+    take fewer segments, then the halos go back into their trees, then sources taken
+    apart lose their batches (all streams next), then they go back together."""
     segments = input_plan.MAX_SEGMENTS if segments is None else segments
+    if halos is None:  # (the paper's code: its trees whole)
+        halos = arrival != "per-wavelet"
     start = time.perf_counter()
     if stop == "mapping":
         return Compilation(program, mapping, simd=simd)
-    tg = build_task_graph(program.model, mapping, keep=keep, split=split, segments=segments)
+    tg = build_task_graph(program.model, mapping, keep=keep, split=split, segments=segments,
+                          halos=halos)
     result = Compilation(program, mapping, tg, simd=simd)
     if stop != "tasks":
         memory = allocate(tg, memory_bytes=fabric.memory_bytes)
@@ -480,8 +521,16 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                 fewer = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
                                       reference=reference, params=params,
                                       max_configs=max_configs, arrival=arrival, fabric=fabric,
-                                      keep=keep, split=split, segments=segments // 2)
+                                      keep=keep, split=split, segments=segments // 2,
+                                      halos=halos)
                 return replace(fewer, seconds=time.perf_counter() - start)
+            if shared is None and any(f.halo for f in tg.inputs):
+                # then the halos go with the rest of their trees again
+                whole = _compile_kept(program, mapping, stop=stop, simd=simd, name=name,
+                                      reference=reference, params=params,
+                                      max_configs=max_configs, arrival=arrival, fabric=fabric,
+                                      keep=keep, split=split, segments=segments, halos=False)
+                return replace(whole, seconds=time.perf_counter() - start)
             # Batched colors are never shared: where the colors run short, first the
             # multicast sources taken apart lose their batches, then every stream; then
             # the sources go back together (their orders then allow no batches anyway).

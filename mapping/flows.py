@@ -94,6 +94,7 @@ class InputFlow:
     # part of a color's sources taken apart for their orders (mapping.inputs.tree_flows)
     apart: bool = False
     segmented: bool = False  # one segment of a straight stream's lines (line_segments)
+    halo: bool = False  # one part of a tree stream cut by what off-line PEs read (halo_split)
 
     @property
     def name(self) -> str:

@@ -61,7 +61,8 @@ class InputPlan:
 
 
 def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
-                split: bool = True, segments: int = MAX_SEGMENTS) -> InputPlan:
+                split: bool = True, segments: int = MAX_SEGMENTS,
+                halos: bool = True) -> InputPlan:
     """Choose for every part of every input stream (one part per side it enters by) how
     its elements reach the PEs that read them:
 
@@ -113,9 +114,14 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
         _ramp_binds(parts, model, mapping, compute)
     for key, side, part in parts:
         if how[key] == "tree":
-            trees = tree_flows(part, side, model, mapping, compute, colors, split=split)
+            cut = halo_split(part, side, model, mapping, compute) if split and halos \
+                else None
+            trees = [flow for piece in (cut or [part])
+                     for flow in tree_flows(piece, side, model, mapping, compute, colors,
+                                            split=split)]
             for k, flow in enumerate(trees):
-                flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}"))
+                flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}",
+                                     halo=cut is not None))
             continue
         if how[key] == "direct" and split and ramp_binds:
             segmented = segment_flows(key, part, side, model, mapping, compute, colors,
@@ -186,6 +192,51 @@ def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping
             elements = elements.union(unread)
         segments.append(replace(stream, relation=stream.relation.intersect_domain(elements)))
     return segments
+
+
+def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
+               compute: Region) -> list[Stream] | None:
+    """``stream``'s elements that a PE off their source's line reads (a neighbour's halo),
+    then the others; None where either part is empty, or either could not be a flow.
+
+    A multicast tree carries every wavelet of its source to every PE it reaches: a row
+    band's tree brings the whole band down the neighbouring row for the four rows of
+    halo that row reads, on its links and down the ramps of its PEs. On colors of their
+    own, the halo goes by a tree and the rest straight along the source's line, so the
+    neighbours take only what they read: where that spares each of them, on average over
+    the sources, :data:`MIN_RAMP_SAVING` wavelets and :data:`RAMP_MARGIN` of the stream."""
+    to_rel = compute.to_relative()
+    elements = stream.relation.domain()
+    need = accessing_pes(model, mapping, stream.tensor, write=False).apply_range(
+        to_rel).intersect_domain(elements)
+    own_line = stream.external_pes.apply_range(to_rel).apply_range(same_line(side))
+    need, own_line = poly.align_params(need, own_line)
+    halo = need.subtract(own_line).domain()
+    if halo.is_empty():
+        return None
+    sources = max(1, int(stream.external_pes.range().count_val().to_python()))
+    # Every source cut at the same places of its order first: each part then arrives
+    # alike on every PE (a box of indices of one size, where a source sends no halo);
+    # else each source's own halo (a dense part's indices must be consecutive).
+    order, exact = poly.align_params(stream.order, halo)
+    uniform = order.intersect_range(exact.apply(order)).domain().intersect(elements)
+    for cut in (uniform, exact):
+        rest = elements.subtract(cut)
+        if rest.is_empty():
+            continue
+        whole = int(elements.count_val().to_python()) / sources
+        spared = whole - int(cut.count_val().to_python()) / sources
+        if spared < max(MIN_RAMP_SAVING, RAMP_MARGIN * whole):
+            continue  # (the neighbours read most of it: the colors and tasks would not pay)
+        pieces = [replace(stream, relation=stream.relation.intersect_domain(part))
+                  for part in (cut, rest)]
+        try:
+            for piece in pieces:
+                tree_flows(piece, side, model, mapping, compute, Colors())
+        except UnsupportedMappingError:
+            continue
+        return pieces
+    return None
 
 
 def _per_source(stream: Stream) -> float:
@@ -469,18 +520,17 @@ def _count_groups(order: isl.Map, sources: isl.Map, what: str, tensor: str) -> i
     rect = poly.rectangularity(bound, index=())
     if rect.dense and rect.constant_size is not None:
         return prod(rect.constant_size)
-    if rect.dense and all(poly.constant_value(rect.size.get_at(d)) is not None
-                          for d in range(1, rect.size.dim(isl.dim_type.out))):
+    if rect.dense:  # (a box whose size depends on the source: counted per receiver)
         return None
     raise unsupported(
-        tensor, f"{what}: the outer index values sent by an external PE do not form a box "
-        "(whose size may vary only in the outermost dimension), so receivers cannot count "
-        "them from end marks")
+        tensor, f"{what}: the outer index values sent by an external PE do not form a box, "
+        "so receivers cannot count them from end marks (send each external PE's elements "
+        "in an order whose outer index values are all the tuples of a box)")
 
 
 def receiver_groups(flow: InputFlow) -> isl.PwAff:
     """The number of end marks each receiving PE gets, as a function of ``PE_X``,
-    ``PE_Y``: the outer index tuples of its source, a box whose outermost size varies."""
+    ``PE_Y``: the outer index tuples of its source, a box whose sizes vary with it."""
     arrivals = flow.arrivals()
     outer = arrivals.project_out(isl.dim_type.out, flow.index_dims - 1, 1)
     rect = poly.rectangularity(poly.bind_pe(outer), index=())

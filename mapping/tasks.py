@@ -55,17 +55,18 @@ _ALONG = {"row": "along its row", "column": "along its column",
 
 def build_task_graph(model: PolyModel, mapping: Mapping, *,
                      keep: frozenset[str] = frozenset(), split: bool = True,
-                     segments: int = MAX_SEGMENTS) -> TaskGraph:
+                     segments: int = MAX_SEGMENTS, halos: bool = True) -> TaskGraph:
     """Plan every data flow and task of ``mapping`` for ``model`` (paper §4.2). The
     streamed tensors in ``keep`` are stored as they arrive, and the statements reading
     them run once they are complete, even where they could run per element.
     ``split=False``: multicast sources of one color stay one flow whatever their orders
     (fewer colors, :func:`mapping.inputs.tree_flows`) and straight streams stay whole;
     ``segments``: the most segments a straight stream's lines are cut into
-    (:func:`mapping.inputs.line_segments`)."""
+    (:func:`mapping.inputs.line_segments`); ``halos``: tree streams cut into what PEs off
+    their sources' lines read and the rest (:func:`mapping.inputs.halo_split`)."""
     _require_defined_outputs(model)
     colors = Colors()
-    plan = plan_inputs(model, mapping, colors, split=split, segments=segments)
+    plan = plan_inputs(model, mapping, colors, split=split, segments=segments, halos=halos)
     compute, inputs = plan.compute, list(plan.flows)
     for stream in mapping.streams:
         if stream.direction == "output":

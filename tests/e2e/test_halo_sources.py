@@ -67,7 +67,9 @@ def test_verifies(tmp_path: Path, name: str, simd: bool, engine: str) -> None:
 def test_every_source_is_batched(tmp_path: Path, name: str,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Apart, every source's flow has one order on its PEs and is taken in batches; the
-    sources left together (no split) run one task per wavelet, several times slower."""
+    sources left together (no split) run one task per wavelet, several times slower.
+    (The trees whole: cut into halos and the rest, tests/e2e/test_halo_split.py.)"""
+    monkeypatch.setattr(inputs, "halo_split", lambda *a, **k: None)
     path = _write(tmp_path, name)
     compiled = dtg.compile(path)
     assert compiled.tasks is not None and compiled.arrivals is not None
