@@ -215,12 +215,18 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     if halo.is_empty():
         return None
     sources = max(1, int(stream.external_pes.range().count_val().to_python()))
-    # Every source cut at the same places of its order first: each part then arrives
-    # alike on every PE (a box of indices of one size, where a source sends no halo);
-    # else each source's own halo (a dense part's indices must be consecutive).
+    # Every source cut at the same places of its order first (the box around them, then
+    # those places): each part then arrives alike on every PE, where a source sends no
+    # halo; else each source's own halo (a dense part's indices must be consecutive).
     order, exact = poly.align_params(stream.order, halo)
-    uniform = order.intersect_range(exact.apply(order)).domain().intersect(elements)
-    for cut in (uniform, exact):
+    places = exact.apply(order)
+    cuts = [order.intersect_range(places).domain().intersect(elements), exact]
+    box = _bounding_box(places)
+    if box is not None and not box.is_equal(places):
+        # (first the box around those places: the rest is then a box on every source,
+        # a few more elements going by the halo's trees)
+        cuts.insert(0, order.intersect_range(box).domain().intersect(elements))
+    for cut in cuts:
         rest = elements.subtract(cut)
         if rest.is_empty():
             continue
@@ -237,6 +243,17 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             continue
         return pieces
     return None
+
+
+def _bounding_box(s: isl.Set) -> isl.Set | None:
+    """The smallest box around a bounded set without parameters, or None."""
+    if s.is_empty() or s.dim(isl.dim_type.param) or not s.is_bounded():
+        return None
+    box = isl.Set.universe(s.get_space())
+    for d in range(int(s.dim(isl.dim_type.set))):
+        box = box.lower_bound_val(isl.dim_type.set, d, s.dim_min_val(d)).upper_bound_val(
+            isl.dim_type.set, d, s.dim_max_val(d))
+    return box
 
 
 def _per_source(stream: Stream) -> float:

@@ -142,14 +142,40 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             tensor.name, local, tensor.dtype, prod(local.size) * tensor.bytes_per_element,
             mapping.is_resident(tensor.name) and tensor.role == "input",
             mapping.is_resident(tensor.name) and tensor.role == "output"))
-    check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes)
+    check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes,
+               hint=_sparse_hint(arrays) if sum(a.bytes for a in arrays) > memory_bytes
+               else "")
     return Memory(tuple(arrays))
 
 
+SPARSE_BOX = 4  # a box this many times the elements a PE uses is worth saying so
+
+
+def _sparse_hint(arrays: list[LocalTensor]) -> str:
+    """Why the largest array is large, where its box is mostly elements the PE does not
+    use (a cyclic placement's strided elements): counted on one PE."""
+    largest = max(arrays, key=lambda a: a.bytes)
+    per_pe = largest.array.per_pe
+    pe = per_pe.domain().lexmin()
+    if pe.is_empty():
+        return ""
+    used = per_pe.intersect_domain(pe).range()
+    if not used.is_bounded():
+        return ""
+    count = int(used.count_val().to_python())
+    box = prod(largest.size)
+    if count * SPARSE_BOX > box:
+        return ""
+    return (f"; '{largest.tensor}' has {count} elements on a PE but they spread over a box "
+            f"of {box} (strided, as a cyclic placement makes them): a local array holds "
+            "the box around what its PE uses, so place the instances by blocks "
+            "(i//b rather than i mod p) to keep each PE's elements together")
+
+
 def check_fits(program: str, arrays: list[tuple[str, tuple[int, ...], int]],
-               memory_bytes: int = LOCAL_MEMORY_BYTES) -> None:
+               memory_bytes: int = LOCAL_MEMORY_BYTES, *, hint: str = "") -> None:
     """Reject, at the placement, local arrays ``(name, shape, bytes)`` that do not fit a
-    PE: the mapping puts too much data on each PE."""
+    PE: the mapping puts too much data on each PE (``hint``: why, appended)."""
     total = sum(b for _, _, b in arrays)
     if total <= memory_bytes:
         return
@@ -158,5 +184,5 @@ def check_fits(program: str, arrays: list[tuple[str, tuple[int, ...], int]],
     raise UnsupportedMappingError(
         f"the local arrays of each {program} PE need {total} bytes ({listing}), more than "
         f"the {memory_bytes} bytes a PE has; spread the work over more PEs (tiles "
-        f"{total / memory_bytes:.1f}x smaller would fit) or stream the largest tensor",
-        subject="placement")
+        f"{total / memory_bytes:.1f}x smaller would fit) or stream the largest tensor"
+        + hint, subject="placement")

@@ -139,6 +139,25 @@ def test_local_memory_overflow_is_reported(tmp_path: Path) -> None:
         "stream the largest tensor")
 
 
+def test_strided_elements_that_overflow_are_explained(tmp_path: Path) -> None:
+    """A cyclic placement gives each PE every 8th row and column: 32 x 32 elements of W
+    in a box of 249 x 249, which is what the local array holds."""
+    program = _write(tmp_path, """
+        lair g(): float16 W[256][256], float16 x[256] -> float16 y[256]
+        { all (i, j) in (256, 256) y[i] += W[i][j] * x[j] }
+        """, """
+        rectangle { PE[8, 8] }
+        placement { g[i, j] -> PE[j mod 8, i mod 8] }
+        input x sparse { x[j = 0:255] -> [PE[j mod 8, -1] -> index[j]] }
+        input W resident
+        output y resident
+        """)
+    with pytest.raises(UnsupportedMappingError) as err:
+        compile_file(program)
+    assert "'W' has 1024 elements on a PE but they spread over a box of 62001" in \
+        err.value.format()
+
+
 def test_sums_of_products_are_split_into_operations() -> None:
     from dtg.codegen.simd import OpShape, op_steps
     from dtg.lair.frontend import program_from_text
