@@ -204,7 +204,12 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     halo that row reads, on its links and down the ramps of its PEs. On colors of their
     own, the halo goes by a tree and the rest straight along the source's line, so the
     neighbours take only what they read: where that spares each of them, on average over
-    the sources, :data:`MIN_RAMP_SAVING` wavelets and :data:`RAMP_MARGIN` of the stream."""
+    the sources, :data:`MIN_RAMP_SAVING` wavelets and :data:`RAMP_MARGIN` of the stream.
+    Dense streams only."""
+    if stream.kind != "dense":
+        # (a sparse stream's cut parts with quasi-affine orders, `index[e mod 10]` from
+        # two sources, took isl minutes to plan in random tests: not cut)
+        return None
     to_rel = compute.to_relative()
     elements = stream.relation.domain()
     need = accessing_pes(model, mapping, stream.tensor, write=False).apply_range(
@@ -236,13 +241,19 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
             continue  # (the neighbours read most of it: the colors and tasks would not pay)
         pieces = [replace(stream, relation=stream.relation.intersect_domain(part))
                   for part in (cut, rest)]
-        try:
-            for piece in pieces:
-                tree_flows(piece, side, model, mapping, compute, Colors())
+        def plan(parts: list[Stream] = pieces) -> list[list[InputFlow]]:
+            return [tree_flows(piece, side, model, mapping, compute, Colors())
+                    for piece in parts]
+        try:  # (where planning a cut's parts needs too many isl operations: not that cut)
+            planned = poly.within_effort(HALO_EFFORT, plan)
         except UnsupportedMappingError:
             continue
-        return pieces
+        if planned is not None:
+            return pieces
     return None
+
+
+HALO_EFFORT = 2_000_000  # isl operations to plan the parts of a cut
 
 
 def _bounding_box(s: isl.Set) -> isl.Set | None:
