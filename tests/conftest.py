@@ -99,3 +99,16 @@ def verify_pair(directory: Path, lair: str, mapping: str, *, simd: bool,
     for seed in seeds:
         outcome = run_program(directory / "p.lair", simd=simd, seed=seed)
         assert outcome.comparison.verified, outcome.comparison.mismatch
+
+
+def alike_on_both_engines(path: Path, *, simd: bool, seed: int = 1) -> None:
+    """Simulate ``path`` on the simpy and the fast engine: both verify exactly against
+    the reference interpreter, in the same number of cycles."""
+    from dtg.pesim.run import run_program
+
+    cycles = set()
+    for engine in ("simpy", "fast"):
+        outcome = run_program(path, simd=simd, seed=seed, engine=engine)
+        assert outcome.comparison.verified and outcome.comparison.exact
+        cycles.add(outcome.result.cycles)
+    assert len(cycles) == 1, cycles

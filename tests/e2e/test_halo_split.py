@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_pair
+from conftest import alike_on_both_engines, write_pair
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -97,13 +97,7 @@ def test_whole_trees_without_the_cut(tmp_path: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("pair", [BLOCKS, HALVES], ids=["blocks", "halves"])
 def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
                                         simd: bool) -> None:
-    path = write_pair(tmp_path, *pair)
-    cycles = set()
-    for engine in ("simpy", "fast"):
-        outcome = run_program(path, simd=simd, seed=1, engine=engine)
-        assert outcome.comparison.verified and outcome.comparison.exact
-        cycles.add(outcome.result.cycles)
-    assert len(cycles) == 1, cycles
+    alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
 
 
 @pytest.mark.parametrize("pair", [BLOCKS, HALVES], ids=["blocks", "halves"])

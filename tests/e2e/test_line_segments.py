@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_pair
+from conftest import alike_on_both_engines, write_pair
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -76,13 +76,7 @@ def test_a_stream_alone_is_not_cut(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 def test_segments_verify_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
-    path = write_pair(tmp_path, *EW3)
-    cycles = set()
-    for engine in ("simpy", "fast"):
-        outcome = run_program(path, simd=simd, seed=1, engine=engine)
-        assert outcome.comparison.verified and outcome.comparison.exact
-        cycles.add(outcome.result.cycles)
-    assert len(cycles) == 1, cycles
+    alike_on_both_engines(write_pair(tmp_path, *EW3), simd=simd)
 
 
 def test_segments_are_faster_than_whole_lines(tmp_path: Path,

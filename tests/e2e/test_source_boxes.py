@@ -16,13 +16,12 @@ from pathlib import Path
 
 import islpy as isl
 import pytest
-from conftest import write_pair
+from conftest import alike_on_both_engines, write_pair
 
 import dtg
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.mapping import poly
 from dtg.mapping.mesh import pe_box
-from dtg.pesim.run import run_program
 
 # A stride-2 3 x 3 convolution over 2 channels of 17 x 17 on 2 x 2 PEs: each row band of
 # 8 input rows from the external PE west of its row, the 17th row from the last one,
@@ -62,13 +61,7 @@ SKEWED = ("""
 @pytest.mark.parametrize("pair", [CONV_S2, SKEWED], ids=["source_boxes", "skewed_sums"])
 def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
                                         simd: bool) -> None:
-    path = write_pair(tmp_path, *pair)
-    cycles = set()
-    for engine in ("simpy", "fast"):
-        outcome = run_program(path, simd=simd, seed=1, engine=engine)
-        assert outcome.comparison.verified and outcome.comparison.exact
-        cycles.add(outcome.result.cycles)
-    assert len(cycles) == 1, cycles
+    alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
 
 
 def test_sources_with_boxes_of_several_sizes_count_their_own(tmp_path: Path) -> None:
