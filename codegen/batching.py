@@ -772,8 +772,14 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
         boxed = _kept_box(at_index, kept, free, window, ctx)
         if boxed is not None:
             elements, rect, moved = boxed
+    # (copied from where they are: the identity; or, for a strided box, from the
+    # coordinates of its lattice, the elements a cyclic placement gives a PE)
+    access = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
     if not rect.dense:
-        return "the kept elements of a batch are not a box"
+        strided = _strided(elements, varying)
+        if strided is None:
+            return "the kept elements of a batch are not a box"
+        access, rect = strided
     variants: tuple[tuple[int, ...], ...] = ()
     variant: IExpr | None = None
     length: IExpr | None = None
@@ -804,10 +810,9 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
             size, variants, variant, length = cut
     if not 0 < len(size) <= MAX_SIMD_DIMS:
         return "the kept elements of a batch have too many dimensions for SIMD"
-    identity = isl.Map.identity(isl.Space.map_from_set(elements.get_space()))
     operands = []
     for local in (kept, land):
-        linear = linear_access(identity, local.to_local_bound, local.size, rect.minimum, ctx)
+        linear = linear_access(access, local.to_local_bound, local.size, rect.minimum, ctx)
         if isinstance(linear, str):
             return f"the kept elements' position in '{local.name}' {linear}"
         operands.append(linear)
@@ -815,6 +820,21 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
     per_run = _per_run(moved, elements) if window is not None and length is not None else None
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
                     variants, variant, length, per_run)
+
+
+def _strided(elements: isl.Set, varying: tuple[str, ...]
+             ) -> tuple[isl.Map, poly.Rectangularity] | None:
+    """Where ``elements`` are a box of a lattice (every k-th element along some
+    dimension, as a cyclic placement keeps them): the map from its compressed
+    coordinates to the elements and their rectangularity; None otherwise."""
+    comp = poly.within_effort(KEEP_EFFORT, lambda: poly.compress(elements))
+    if comp is None or comp.dim == 0:
+        return None
+    rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(
+        comp.compressed, index=varying))
+    if rect is None or not rect.dense:
+        return None
+    return comp.as_map(), rect
 
 
 def _kept_box(at_index: isl.Set, kept: LocalTensor, free: tuple[str, ...],

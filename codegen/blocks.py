@@ -26,6 +26,7 @@ import islpy as isl
 from dtg.codegen.islast import aff_expr, condition_of, normalize, pw_aff_expr, substitute
 from dtg.codegen.simd import row_major
 from dtg.codegen.turns import TurnOrder
+from dtg.codegen.variants import size_variants
 from dtg.lair.lower import CTX
 from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
@@ -62,17 +63,62 @@ class BlockExchange:
 
     @property
     def size(self) -> int:
-        return prod(self.configs[0].variants[0])
+        """Wavelets of the largest block (a smaller one is closed by its end mark)."""
+        return max(prod(v) for v in self.configs[0].variants)
+
+
+@dataclass(frozen=True)
+class SenderBlocks:
+    """The block each sender of an exchange holds: one box, its size one of
+    ``variants``, selected by ``variant`` (an expression of the sender's PE; None where
+    every block has the same size: uneven tiles give a smaller last one). Sizes differ
+    in their outermost dimension only, so that every block lands row-major with the
+    same strides."""
+
+    origin: tuple[isl.PwAff, ...]  # a block's first element, functions of its sender
+    variants: tuple[tuple[int, ...], ...]
+    variant: IExpr | None = None
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return max(self.variants, key=prod)
+
+
+def sender_blocks(ex: Exchange, context: isl.Set) -> SenderBlocks | None:
+    """The blocks the senders of ``ex`` hold, where SIMD can send them: one box of one
+    size (:func:`sender_block`), or boxes of a few sizes (uneven tiles)."""
+    box = sender_block(ex)
+    if box is not None:
+        return SenderBlocks(tuple(isl.PwAff.from_aff(box.offset.get_at(d))
+                                  for d in range(len(box.size))), (box.size,))
+    if ex.reduce:
+        return None
+    produced = poly.bind_pe(ex.produced)
+    if produced.is_empty() or not produced.is_bounded():
+        return None
+    rect = poly.rectangularity(produced, index=())
+    if not rect.dense or rect.constant_size is not None:
+        return None
+    by_pe = size_variants(rect.sizes, context)
+    if by_pe is None:
+        return None
+    variants, variant = by_pe
+    size = max(variants, key=prod)
+    if not 0 < len(size) <= MAX_SIMD_DIMS or len({v[1:] for v in variants}) != 1 or \
+            prod(size) > MAX_BLOCK or max(size) > MAX_SIMD_SIZE:
+        return None
+    return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
+                        variant)
 
 
 def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str, got: str,
                    turns: TurnOrder) -> BlockExchange | None:
     """The block protocol for ``ex``, or None where the general one is needed (partial
     sums, blocks of different sizes or shapes, receivers that keep only part of them)."""
-    box = sender_block(ex)
-    if box is None:
-        return None
     context = region.context()
+    blocks = sender_blocks(ex, context)
+    if blocks is None:
+        return None
     line = {"row": same_line("E"), "column": same_line("N")}.get(ex.axis)
     if line is None:
         line = isl.Map.from_domain_and_range(region.pes(), region.pes())
@@ -85,24 +131,27 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     j = IVar(got)
     sender = normalize(ISel(Cmp(">=", j, turns.position), IBin("+", j, IConst(1)), j))
     at = turns.sender(sender)
-    origin, base, strides = block_addressing(local, box, context)
+    origin = [pw_aff_expr(o, context) for o in blocks.origin]
+    base, strides = _addressing(local, context)
     land = f"land_{name}"
-    send_cfg = SimdConfig(f"out_{name}_send", "copy", (box.size,),
+    send_cfg = SimdConfig(f"out_{name}_send", "copy", blocks.variants,
                           SimdOperand("out", color=ex.color),
                           (SimdOperand("array", local.name, strides),))
     # A PE holding nothing sends only its end mark: receivers count it, land nothing.
     holds = condition_of(poly.bind_pe(ex.produced).params(), context)
-    run = Run(send_cfg.name, ((local.name, base(origin)),))
+    run = Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant)
     send = (run,) if holds is None else (If(holds, (run,)),)
-    array = Array(land, local.dtype, (prod(box.size),))
+    array = Array(land, local.dtype, (prod(blocks.size),))
     if whole:
-        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", (box.size,),
+        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", blocks.variants,
                               SimdOperand("array", local.name, strides),
-                              (SimdOperand("array", land, row_major(box.size)),))
+                              (SimdOperand("array", land, row_major(blocks.size)),))
         theirs = [substitute(o, at) for o in origin]
+        which = None if blocks.variant is None else substitute(blocks.variant, at)
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
-            recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),))
-    parts = _parts(ex, local, region, got, turns, box.size, land, name)
+            recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0))), None, which),))
+    parts = _parts(ex, local, region, got, turns, blocks.size, land, name,
+                   uneven=blocks.variant is not None)
     if parts is None:
         return None
     configs, receive = parts
@@ -130,8 +179,16 @@ def block_addressing(local: LocalTensor, box: poly.FixedSizeBox, context: isl.Se
     element's coordinates, the flat base in this PE's array of a block starting at given
     coordinates, and the array's strides."""
     origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
+    base, strides = _addressing(local, context)
+    return origin, base, strides
+
+
+def _addressing(local: LocalTensor, context: isl.Set
+                ) -> tuple[Callable[[list[IExpr]], IExpr], tuple[int, ...]]:
+    """The flat base in this PE's array of a block starting at given coordinates, and
+    the array's strides."""
     offset = local.offset_aff()
-    mine = [aff_expr(offset.get_at(d), context) for d in range(len(box.size))]
+    mine = [aff_expr(offset.get_at(d), context) for d in range(len(local.size))]
     strides = row_major(local.size)
 
     def base(block: list[IExpr]) -> IExpr:
@@ -140,7 +197,7 @@ def block_addressing(local: LocalTensor, box: poly.FixedSizeBox, context: isl.Se
             flat = IBin("+", flat, IBin("*", IConst(stride), IBin("-", o, m)))
         return normalize(flat)
 
-    return origin, base, strides
+    return base, strides
 
 
 def reduce_block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
@@ -206,8 +263,8 @@ WHOLE_ARRAY_FACTOR = 4  # a whole array sent, at most this many times what a PE 
 
 def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: TurnOrder,
            block: tuple[int, ...], land: str, name: str, *, sent: isl.Map | None = None,
-           keeps: isl.Map | None = None, op: Literal["copy", "fadd", "fmax"] = "copy"
-           ) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
+           keeps: isl.Map | None = None, op: Literal["copy", "fadd", "fmax"] = "copy",
+           uneven: bool = False) -> tuple[tuple[SimdConfig, ...], tuple[Stmt, ...]] | None:
     """Where a receiver keeps only part of the blocks (the elements inside its local
     array): per block, that part (a box, the intersection of two) copied by one SIMD
     instruction, or nothing. The sender of block ``j`` is the ``j``-th sender of the
@@ -215,7 +272,8 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: Tu
     receiver's own turn, the ``j + 1``-th from it on: one case each. ``sent`` (what
     each sender sends, default the elements it holds), ``keeps`` (what each receiver
     keeps of it, default what its array holds) and ``op`` (``fadd``/``fmax``: partial
-    results added into the totals) serve reducing exchanges."""
+    results added into the totals) serve reducing exchanges; ``uneven``: blocks whose
+    kept parts differ in size (uneven tiles) take a size variant each."""
     sent = ex.produced if sent is None else sent
     kept_map = poly.box_map(local.array.box) if keeps is None else keeps
     row = ex.axis == "row"
@@ -283,8 +341,19 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: Tu
         kept = part.bind_domain(poly.multi_id(rj, names))
         origin = blocks.bind_domain(poly.multi_id(rj, names))
         rect = poly.rectangularity(kept, index=(got,))
-        if not rect.dense or not rect.fixed or rect.constant_size is None:
+        if not rect.dense:
             return None
+        variants: tuple[tuple[int, ...], ...] | None = None
+        variant: IExpr | None = None
+        if rect.fixed and rect.constant_size is not None:
+            variants = (rect.constant_size,)
+        elif not uneven:
+            return None
+        else:  # (blocks of uneven tiles: a size per block, by the receiver and the block)
+            by_block = size_variants(rect.sizes, context)
+            if by_block is None:
+                return None
+            variants, variant = by_block
         dst = src = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(kept.get_space(
             ).params()))
         for d in range(len(block)):
@@ -296,17 +365,18 @@ def _parts(ex: Exchange, local: LocalTensor, region: Region, got: str, turns: Tu
             src = src.align_params(low.get_space()).add(low.sub(theirs).scale_val(
                 isl.Val.int_from_si(CTX, block_strides[d])))
         where = kept.params()
-        config = next((c for c in configs if c.variants == (rect.constant_size,)), None)
+        config = next((c for c in configs if c.variants == variants), None)
         if config is None:
             srcs: tuple[SimdOperand, ...] = (SimdOperand("array", land, block_strides),)
             if op != "copy":  # (totals += partial results)
                 srcs = (SimdOperand("array", local.name, strides), *srcs)
             config = SimdConfig(f"out_{name}_recv" + (f"_{len(configs)}" if configs else ""),
-                                op, (rect.constant_size,),
+                                op, variants,
                                 SimdOperand("array", local.name, strides), srcs)
             configs.append(config)
         run = Run(config.name, ((local.name, pw_aff_expr(dst.intersect_domain(where), where)),
-                                (land, pw_aff_expr(src.intersect_domain(where), where))))
+                                (land, pw_aff_expr(src.intersect_domain(where), where))),
+                  None, variant)
         guard = condition_of(where, context)
         cases.append((run,) if guard is None else (If(guard, (run,)),))
     if not configs:

@@ -19,6 +19,7 @@ from dtg.codegen.islast import (
 )
 from dtg.codegen.simd import flat_aff, flatten, row_major
 from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
+from dtg.codegen.variants import size_variants
 from dtg.errors import CompilerBug
 from dtg.lair.lower import CTX
 from dtg.mapping import poly
@@ -68,9 +69,19 @@ class Gathering(EmitterState):
         positions = held.apply(to_local)
         rect = poly.rectangularity(positions, index=())
         # One SIMD configuration needs the same box on every PE; uneven tiles (a smaller
-        # last tile) and other shapes combine in scalar loops over the held elements.
+        # last tile) get one size variant per box size, selected by the PE (every PE of a
+        # chain holds the same elements, so a sender and its receiver take the same);
+        # other shapes combine in scalar loops over the held elements.
         uniform = rect.rectangular and rect.constant_size is not None
         sizes = rect.constant_size if rect.constant_size is not None else ()
+        variants: tuple[tuple[int, ...], ...] = (sizes,)
+        variant: IExpr | None = None
+        if rect.rectangular and rect.constant_size is None:
+            by_pe = size_variants(rect.sizes, context)
+            if by_pe is not None:
+                uniform = True
+                variants, variant = by_pe
+                sizes = max(variants, key=prod)
         strides = row_major(local.size)
         flat = flat_aff(positions.get_space(), strides)
         base: IExpr = IConst(0)
@@ -136,8 +147,8 @@ class Gathering(EmitterState):
                     srcs = (array, SimdOperand("in", color=recv_color))
                 dst = SimdOperand("out", color=send_color) if send_color is not None else array
                 kind = "copy" if recv_color is None else op
-                self.configs.append(SimdConfig(name, kind, (sizes,), dst, srcs))  # type: ignore[arg-type]
-                cases.append((when, [Run(name, ((local.name, base),))]))
+                self.configs.append(SimdConfig(name, kind, variants, dst, srcs))  # type: ignore[arg-type]
+                cases.append((when, [Run(name, ((local.name, base),), None, variant)]))
                 continue
 
             def body(_: str, coords: Sequence[IExpr], send_color: int | None = send_color,
@@ -189,7 +200,7 @@ class Gathering(EmitterState):
         variants: tuple[tuple[int, ...], ...] = (sizes,)
         variant: IExpr | None = None
         if linear and rect.constant_size is None:  # uneven tiles: a size per PE class
-            by_pe = _size_variants(rect.sizes, context)
+            by_pe = size_variants(rect.sizes, context)
             linear = by_pe is not None
             if by_pe is not None:
                 variants, variant = by_pe
@@ -312,31 +323,6 @@ class Gathering(EmitterState):
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
-
-
-MAX_OUTPUT_VARIANTS = 4
-
-
-def _size_variants(sizes: isl.Set, context: isl.Set
-                   ) -> tuple[tuple[tuple[int, ...], ...], IExpr] | None:
-    """The box sizes a PE's output elements take (``sizes``: size vectors over the PE
-    coordinates) and the expression selecting a PE's; None beyond a few."""
-    try:
-        vectors = poly.points(sizes.project_out_all_params(), limit=1 << 12)
-    except poly.TooManyPointsError:
-        return None
-    if not 1 < len(vectors) <= MAX_OUTPUT_VARIANTS:
-        return None
-    which: isl.PwAff | None = None
-    for k, vector in enumerate(vectors):
-        point = isl.Set.universe(sizes.get_space())
-        for d, v in enumerate(vector):
-            point = point.fix_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, v))
-        where = sizes.intersect(point).params()
-        piece = isl.PwAff.val_on_domain(where, isl.Val.int_from_si(CTX, k))
-        which = piece if which is None else which.union_add(piece)
-    assert which is not None
-    return tuple(tuple(v) for v in vectors), pw_aff_expr(which.coalesce(), context)
 
 
 def _position(side: str, region: Region) -> IExpr:

@@ -8,6 +8,7 @@ however many PEs there are.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import prod
 
@@ -144,38 +145,49 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             mapping.is_resident(tensor.name) and tensor.role == "output"))
     check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes,
                hint=_sparse_hint(arrays) if sum(a.bytes for a in arrays) > memory_bytes
-               else "")
+               else "", resident=_worth_streaming(arrays, memory_bytes))
     return Memory(tuple(arrays))
+
+
+def _worth_streaming(arrays: list[LocalTensor], memory_bytes: int) -> list[str]:
+    """The resident inputs whose arrays alone exceed what does not fit, largest first:
+    streamed instead, the rest would fit."""
+    excess = sum(a.bytes for a in arrays) - memory_bytes
+    return [a.tensor for a in sorted(arrays, key=lambda a: -a.bytes)
+            if a.resident_input and a.bytes >= excess]
 
 
 SPARSE_BOX = 4  # a box this many times the elements a PE uses is worth saying so
 
 
 def _sparse_hint(arrays: list[LocalTensor]) -> str:
-    """Why the largest array is large, where its box is mostly elements the PE does not
-    use (a cyclic placement's strided elements): counted on one PE."""
-    largest = max(arrays, key=lambda a: a.bytes)
-    per_pe = largest.array.per_pe
-    pe = per_pe.domain().lexmin()
-    if pe.is_empty():
-        return ""
-    used = per_pe.intersect_domain(pe).range()
-    if not used.is_bounded():
-        return ""
-    count = int(used.count_val().to_python())
-    box = prod(largest.size)
-    if count * SPARSE_BOX > box:
-        return ""
-    return (f"; '{largest.tensor}' has {count} elements on a PE but they spread over a box "
-            f"of {box} (strided, as a cyclic placement makes them): a local array holds "
-            "the box around what its PE uses, so place the instances by blocks "
-            "(i//b rather than i mod p) to keep each PE's elements together")
+    """Why the arrays are large, where the largest box that is mostly elements the PE
+    does not use (a cyclic placement's strided elements) says so: counted on one PE."""
+    for largest in sorted(arrays, key=lambda a: -a.bytes):
+        per_pe = largest.array.per_pe
+        pe = per_pe.domain().lexmin()
+        if pe.is_empty():
+            continue
+        used = per_pe.intersect_domain(pe).range()
+        if not used.is_bounded():
+            continue
+        count = int(used.count_val().to_python())
+        box = prod(largest.size)
+        if count * SPARSE_BOX > box:
+            continue
+        return (f"; '{largest.tensor}' has {count} elements on a PE but they spread over a "
+                f"box of {box} (strided, as a cyclic placement makes them): a local array "
+                "holds the box around what its PE uses, so place the instances by blocks "
+                "(i//b rather than i mod p) to keep each PE's elements together")
+    return ""
 
 
 def check_fits(program: str, arrays: list[tuple[str, tuple[int, ...], int]],
-               memory_bytes: int = LOCAL_MEMORY_BYTES, *, hint: str = "") -> None:
+               memory_bytes: int = LOCAL_MEMORY_BYTES, *, hint: str = "",
+               resident: Sequence[str] = ()) -> None:
     """Reject, at the placement, local arrays ``(name, shape, bytes)`` that do not fit a
-    PE: the mapping puts too much data on each PE (``hint``: why, appended)."""
+    PE: the mapping puts too much data on each PE (``hint``: why, appended; ``resident``:
+    the resident inputs among them, largest first, which could be streamed instead)."""
     total = sum(b for _, _, b in arrays)
     if total <= memory_bytes:
         return
@@ -183,6 +195,7 @@ def check_fits(program: str, arrays: list[tuple[str, tuple[int, ...], int]],
                         for name, shape, b in sorted(arrays, key=lambda a: -a[2]))
     raise UnsupportedMappingError(
         f"the local arrays of each {program} PE need {total} bytes ({listing}), more than "
-        f"the {memory_bytes} bytes a PE has; spread the work over more PEs (tiles "
-        f"{total / memory_bytes:.1f}x smaller would fit) or stream the largest tensor"
+        f"the {memory_bytes} bytes a PE has; spread the work over more PEs "
+        f"({total / memory_bytes:.1f}x less data on each would fit)"
+        + (f" or stream '{resident[0]}' instead of keeping it resident" if resident else "")
         + hint, subject="placement")

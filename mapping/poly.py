@@ -423,9 +423,37 @@ def _dim_extent(proj: isl.Map, affine: bool) -> tuple[isl.Aff, int] | None:
     if found is not None and (best is None or found[0] < best[0]) and _within(
             proj, found[1], found[0]):
         best = found
+    least = within_effort(LEAST_OFFSET_EFFORT, lambda: _least_offset(proj, affine))
+    if least is not None and (best is None or least[0] < best[0]):
+        best = least
     if best is None:
         return None
     return best[1], best[0]
+
+
+def _least_offset(proj: isl.Map, affine: bool) -> tuple[int, isl.Aff] | None:
+    """The least value of the single output of ``proj`` where isl writes it as one
+    quasi-affine function of the domain, with the size above it: the offset of a tile
+    rotated by a ``mod`` (``64 * ((x - y) mod 8)``, Cannon's skew), which no lower bound
+    of the simple hull gives (its ``mod`` is an unknown div there)."""
+    least = proj.lexmin_pw_multi_aff()
+    if least.n_piece() != 1:
+        return None
+    pieces: list[isl.MultiAff] = []
+    least.foreach_piece(lambda _s, ma: pieces.append(ma))
+    offset = pieces[0].get_at(0)
+    if affine and offset.involves_locals():
+        return None
+    space = proj.get_space()
+    value = _var(space.wrap(), space.dim(_dt.in_))
+    start = offset.pullback_multi_aff(isl.MultiAff.domain_map(space))
+    extent = proj.wrap().max_val(value.sub(start))
+    if not extent.is_int():
+        return None
+    return _int(extent) + 1, offset
+
+
+LEAST_OFFSET_EFFORT = 200_000  # isl operations for the least value as one function
 
 
 def _within(proj: isl.Map, offset: isl.Aff, size: int) -> bool:

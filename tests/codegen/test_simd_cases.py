@@ -135,8 +135,8 @@ def test_local_memory_overflow_is_reported(tmp_path: Path) -> None:
     assert err.value.format() == (
         f"{tmp_path / 'p.map'}:3:19: error: the local arrays of each compute PE need 66048 "
         "bytes (W_local[256, 128] 65536 bytes, y_local[256] 512 bytes), more than the 49152 "
-        "bytes a PE has; spread the work over more PEs (tiles 1.3x smaller would fit) or "
-        "stream the largest tensor")
+        "bytes a PE has; spread the work over more PEs (1.3x less data on each would fit) "
+        "or stream 'W' instead of keeping it resident")
 
 
 def test_strided_elements_that_overflow_are_explained(tmp_path: Path) -> None:

@@ -41,6 +41,10 @@ def per_value_extents(s: isl.Set, names: list[str], values: range) -> list[tuple
     ("[x] -> { [i] : i >= 3*floor((x + 1)/2) and i <= 3*floor((x + 1)/2) + 2 }", (3,)),
     ("[x, y] -> { [i, j] : 8*((x + y) mod 4) <= i < 8*((x + y) mod 4) + 8 and "
      "2*floor(y/2) <= j <= 2*floor(y/2) + 1 }", (8, 2)),
+    # a Cannon-style skewed block: the column block is a mod of the PE, implied by the
+    # placement rather than written as bounds (no lower bound of the simple hull)
+    ("[x, y] -> { W[i, j] : 0 <= i < 32 and 0 <= j < 32 and y = floor(i/8) and "
+     "x = (floor(i/8) + floor(j/8)) mod 4 }", (8, 8)),
 ])
 def test_offsets_with_floors_and_mods_give_the_smallest_box(text: str, size: tuple[int, ...]
                                                             ) -> None:

@@ -1,0 +1,77 @@
+"""Mappings as researchers write them that ran in scalar loops, 6 to 17 times their bound:
+
+- uneven tiles (a smaller last tile) whose partial sums combine along a chain and whose
+  totals are gathered by an exchange to PEs next to another side: the chain's SIMD
+  instructions and the exchange's blocks get one size variant per tile size, selected
+  by the PE (and, for a block received, by its sender);
+- a cyclic placement whose streams a PE keeps every k-th element of: each batch's kept
+  elements are copied by one SIMD instruction with a stride (a box of the lattice).
+
+Both engines, SIMD and scalar, against the reference interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import alike_on_both_engines, write_pair
+
+import dtg
+
+# y = W x, 40 rows in tiles of 16 (the last 8) on 3 PE rows, 4 columns of 8; y summed
+# along each row, then gathered north: block r leaves above column r.
+UNEVEN = ("""
+    lair gemv(): float16 W[40][32], float16 x[32] -> float16 y[40]
+    { all (i, j) in (40, 32) y[i] += W[i][j] * x[j] }
+    """, """
+    rectangle { PE[4, 3] }
+    placement { gemv[i, j] -> PE[j//8, i//16] }
+    input  W resident
+    input  x dense { x[j = 0:31] -> [PE[j//8, 3] -> index[j mod 8]] }
+    output y dense { y[i = 0:39] -> [PE[i//16, -1] -> index[i mod 16]] }
+    """)
+
+# z = max(a * x, y) with x from the north and y from the south, cyclic in both
+# dimensions: PE[j mod 4, i mod 2] keeps every fourth element of each row of x it
+# receives, of every second row.
+CYCLIC = ("""
+    lair axpy_max(): float16 a, float16 x[8][16], float16 y[8][16] -> float16 z[8][16]
+    { all (i, j) in (8, 16) z[i][j] = max(a * x[i][j], y[i][j]) }
+    """, """
+    rectangle { PE[4, 2] }
+    placement { axpy_max[i, j] -> PE[j mod 4, i mod 2] }
+    input  a resident
+    input  x dense { x[i = 0:7, j = 0:15] -> [PE[j mod 4, -1] -> index[i, j//4]] }
+    input  y dense { y[i = 0:7, j = 0:15] -> [PE[j mod 4, 2] -> index[i, j//4]] }
+    output z dense { z[i = 0:7, j = 0:15] -> [PE[4, i mod 2] -> index[i//2, j]] }
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("pair", [UNEVEN, CYCLIC], ids=["uneven", "cyclic"])
+def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
+                                        simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
+
+
+def test_uneven_chain_and_gather_take_a_variant_per_tile_size(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *UNEVEN))
+    assert compiled.module is not None
+    program = compiled.module.programs[0]
+    combines = [c for c in program.configs if c.name.startswith("combine_y")]
+    assert combines and all(sorted(c.variants) == [(8,), (16,)] for c in combines), combines
+    send = next(c for c in program.configs if c.name == "out_y_send")
+    assert sorted(send.variants) == [(8,), (16,)]
+    # (no scalar loop sends the sums or the totals)
+    assert "send(" not in dtg.module_text(compiled)
+
+
+def test_cyclic_streams_kept_by_a_strided_copy(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *CYCLIC))
+    assert compiled.module is not None and compiled.arrivals is not None
+    assert {b.flow for b in compiled.arrivals.batches} == {"x", "y"}
+    program = compiled.module.programs[0]
+    keeps = [c for c in program.configs if c.name.startswith("keep_")]
+    assert len(keeps) == 2
+    # every fourth element of a row of the local array, from consecutive landed ones
+    assert all(c.dst.strides[-1] == 4 and c.srcs[0].strides[-1] == 1 for c in keeps), keeps
