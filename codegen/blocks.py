@@ -84,25 +84,32 @@ class SenderBlocks:
         return max(self.variants, key=prod)
 
 
-def sender_blocks(ex: Exchange, context: isl.Set) -> SenderBlocks | None:
+def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False
+                  ) -> SenderBlocks | None:
     """The blocks the senders of ``ex`` hold, where SIMD can send them: one box of one
-    size (:func:`sender_block`), or boxes of a few sizes (uneven tiles)."""
-    box = sender_block(ex)
+    size (:func:`sender_block`; else at a quasi-affine offset), or boxes of a few sizes
+    (uneven tiles); ``partial``: of partial sums too (what each sender wrote)."""
+    box = sender_block(ex, partial=partial)
     if box is not None:
         return SenderBlocks(tuple(isl.PwAff.from_aff(box.offset.get_at(d))
                                   for d in range(len(box.size))), (box.size,))
-    if ex.reduce:
+    if ex.reduce and not partial:
         return None
     produced = poly.bind_pe(ex.produced)
     if produced.is_empty() or not produced.is_bounded():
         return None
     rect = poly.rectangularity(produced, index=())
-    if not rect.dense or rect.constant_size is not None:
+    if not rect.dense:
         return None
-    by_pe = size_variants(rect.sizes, context)
-    if by_pe is None:
-        return None
-    variants, variant = by_pe
+    variants: tuple[tuple[int, ...], ...]
+    variant: IExpr | None = None
+    if rect.constant_size is not None:  # (at a quasi-affine offset: a skewed block)
+        variants = (rect.constant_size,)
+    else:
+        by_pe = size_variants(rect.sizes, context)
+        if by_pe is None:
+            return None
+        variants, variant = by_pe
     size = max(variants, key=prod)
     if not 0 < len(size) <= MAX_SIMD_DIMS or len({v[1:] for v in variants}) != 1 or \
             prod(size) > MAX_BLOCK or max(size) > MAX_SIMD_SIZE:
@@ -132,7 +139,7 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     sender = normalize(ISel(Cmp(">=", j, turns.position), IBin("+", j, IConst(1)), j))
     at = turns.sender(sender)
     origin = [pw_aff_expr(o, context) for o in blocks.origin]
-    base, strides = _addressing(local, context)
+    base, strides = block_base(local, context)
     land = f"land_{name}"
     send_cfg = SimdConfig(f"out_{name}_send", "copy", blocks.variants,
                           SimdOperand("out", color=ex.color),
@@ -158,10 +165,11 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     return BlockExchange((send_cfg, *configs), array, send, receive)
 
 
-def sender_block(ex: Exchange) -> poly.FixedSizeBox | None:
+def sender_block(ex: Exchange, *, partial: bool = False) -> poly.FixedSizeBox | None:
     """The block each sender of ``ex`` holds, one box of one size (a function of its
-    PE) that SIMD can send, or None (partial sums, other shapes, too large)."""
-    if ex.reduce:
+    PE) that SIMD can send, or None (partial sums unless ``partial``, other shapes, too
+    large)."""
+    if ex.reduce and not partial:
         return None
     produced = poly.bind_pe(ex.produced)
     box = poly.set_box_hull(produced, affine=True)
@@ -179,11 +187,11 @@ def block_addressing(local: LocalTensor, box: poly.FixedSizeBox, context: isl.Se
     element's coordinates, the flat base in this PE's array of a block starting at given
     coordinates, and the array's strides."""
     origin = [aff_expr(box.offset.get_at(d), context) for d in range(len(box.size))]
-    base, strides = _addressing(local, context)
+    base, strides = block_base(local, context)
     return origin, base, strides
 
 
-def _addressing(local: LocalTensor, context: isl.Set
+def block_base(local: LocalTensor, context: isl.Set
                 ) -> tuple[Callable[[list[IExpr]], IExpr], tuple[int, ...]]:
     """The flat base in this PE's array of a block starting at given coordinates, and
     the array's strides."""

@@ -1,5 +1,5 @@
 """Exchanges without turns: every sender streams its block straight to the PEs that
-need it, all at once on one color (docs/codegen.md, "Internal tensors").
+need it, all at once (docs/codegen.md, "Internal tensors").
 
 The turn protocol (codegen.sharing) broadcasts each block to its whole line, one
 sender after the other: an MLP's activations crossing from a column of 4 x 4 PEs to a
@@ -7,23 +7,29 @@ row take 4 turns of about 35 cycles. Where every receiver needs blocks from one 
 PE only and the senders' routes (along the sender's row, then the receiver's column)
 never enter a PE by the same port, each sender's wavelets reach its receivers alone:
 one SIMD ``out`` per sender, one landing and SIMD copy per receiver, no waiting for
-others' turns.
+others' turns. Where routes on one color would enter a PE by the same port (a transpose
+between two placements: the blocks of a row all go to one column), the senders are
+grouped by the displacement to their receiver, and displacements whose routes do not
+meet share a color: a few colors, all senders at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
+from typing import Literal
 
 import islpy as isl
 
-from dtg.codegen.blocks import block_addressing, sender_block
+from dtg.codegen.blocks import block_base, sender_blocks
 from dtg.codegen.islast import condition_of, pw_aff_expr, substitute
 from dtg.codegen.routes import direct_routes
 from dtg.codegen.simd import row_major
 from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
 from dtg.mapping.memory import LocalTensor
+from dtg.mapping.mesh import pe_space, translate
 from dtg.pe.ir import (
     Array,
     Cond,
@@ -38,8 +44,10 @@ from dtg.pe.ir import (
 
 @dataclass(frozen=True)
 class DirectExchange:
-    """Routes, SIMD configurations and statements of an exchange without turns."""
+    """Routes, SIMD configurations and statements of an exchange without turns, or of
+    the senders of one of its colors."""
 
+    color: int
     routes: tuple[Route, ...]
     configs: tuple[SimdConfig, ...]
     land: Array
@@ -51,21 +59,37 @@ class DirectExchange:
     receivers: isl.Set  # the PEs that receive, as values of PE_X, PE_Y
 
 
-def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
-                    ) -> DirectExchange | None:
-    """The exchange of ``ex`` without turns, or None where it does not apply: partial
-    sums, blocks that are not one box of one size per sender, a receiver needing
-    blocks of several others or keeping only part of one, routes that would cross."""
-    box = sender_block(ex)
-    if box is None:
-        return None
+def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
+                    fresh: Callable[[], int] | None = None,
+                    op: Literal["fadd", "fmax"] = "fadd"
+                    ) -> tuple[DirectExchange, ...] | None:
+    """The exchange of ``ex`` without turns (one part per color: ``fresh`` gives the
+    colors beyond ``ex.color``, none without it), or None where it does not apply:
+    blocks that are not one box per sender (of a few sizes: uneven tiles), a receiver
+    needing blocks of several others or keeping only part of one, routes that would
+    cross on every grouping of the senders. Partial sums (``op`` combines them) go to
+    their keeper, each sender's on a color of its own among the keeper's senders: every
+    element a sender wrote must be kept by one PE."""
     context = region.context()
+    blocks = sender_blocks(ex, context, partial=ex.reduce)
+    if blocks is None:
+        return None
     # receiver -> the other PEs holding what it needs
     sources = ex.needed.apply_range(ex.produced.reverse())
     identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
     sources, identity = poly.align_params(sources, identity)
     sources = sources.subtract(identity).coalesce()
-    if sources.is_empty() or not sources.is_single_valued():
+    if sources.is_empty():
+        return None
+    pairs = sources.reverse()  # sender -> receiver
+    if ex.reduce:
+        # (a sender's block, all of it, to the one keeper of its elements)
+        written = ex.produced.intersect_domain(pairs.domain())
+        kept_there = pairs.apply_range(ex.needed)
+        written, kept_there = poly.align_params(written, kept_there)
+        if not pairs.is_single_valued() or not written.is_subset(kept_there):
+            return None
+    elif not sources.is_single_valued():
         return None
     # a receiver keeps the whole block it lands (its array holds it)
     received = sources.apply_range(ex.produced)
@@ -73,30 +97,112 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     received, kept = poly.align_params(received, kept)
     if not received.is_subset(kept):
         return None
-    routes = direct_routes(ex.color, sources.reverse(), context)
-    if routes is None:
+    groups = _groups(pairs, context, many=fresh is not None)
+    if groups is None:
         return None
-    origin, base, strides = block_addressing(local, box, context)
+    colors = [ex.color, *(fresh() for _ in groups[1:])] if fresh is not None else [ex.color]
+    origin = [pw_aff_expr(o, context) for o in blocks.origin]
+    base, strides = block_base(local, context)
+    size = prod(blocks.size)
+    # (a receiver with several senders lands each on its own color, all at once)
+    apart = not sources.is_single_valued()
     land = f"land_{name}"
-    send_cfg = SimdConfig(f"out_{name}_send", "copy", (box.size,),
-                          SimdOperand("out", color=ex.color),
-                          (SimdOperand("array", local.name, strides),))
-    recv_cfg = SimdConfig(f"out_{name}_recv", "copy", (box.size,),
-                          SimdOperand("array", local.name, strides),
-                          (SimdOperand("array", land, row_major(box.size)),))
-    # the sender of a receiver's block, as expressions of the receiver's coordinates
-    sender_of = sources.as_pw_multi_aff()
-    receivers = poly.bind_pe(isl.Map.from_domain(sources.domain())).params()
-    at = {name_: pw_aff_expr(_on_pe_params(sender_of.get_pw_aff(d)), context)
-          for d, name_ in enumerate(poly.PE_NAMES)}
-    theirs = [substitute(o, at) for o in origin]
-    senders = poly.bind_pe(isl.Map.from_domain(sources.range())).params()
-    return DirectExchange(
-        tuple(routes), (send_cfg, recv_cfg), Array(land, local.dtype, (prod(box.size),)),
-        (Run(send_cfg.name, ((local.name, base(origin)),)),),
-        (Run(recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0)))),),
-        condition_of(senders, context), condition_of(receivers, context), prod(box.size),
-        receivers)
+    block_strides = row_major(blocks.size)
+    if ex.reduce:
+        recv_cfg = SimdConfig(f"out_{name}_recv", op, blocks.variants,
+                              SimdOperand("array", local.name, strides),
+                              (SimdOperand("array", local.name, strides),
+                               SimdOperand("array", land, block_strides)))
+    else:
+        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", blocks.variants,
+                              SimdOperand("array", local.name, strides),
+                              (SimdOperand("array", land, block_strides),))
+    parts = []
+    for k, (group, color) in enumerate(zip(groups, colors, strict=True)):
+        routes = direct_routes(color, group, context)
+        assert routes is not None  # (as when the group was formed)
+        send_cfg = SimdConfig(f"out_{name}_send" + (f"_{k}" if k else ""), "copy",
+                              blocks.variants, SimdOperand("out", color=color),
+                              (SimdOperand("array", local.name, strides),))
+        # the sender of a receiver's block, as expressions of the receiver's coordinates
+        sender_of = group.reverse().as_pw_multi_aff()
+        at = {name_: pw_aff_expr(_on_pe_params(sender_of.get_pw_aff(d)), context)
+              for d, name_ in enumerate(poly.PE_NAMES)}
+        theirs = [substitute(o, at) for o in origin]
+        which = None if blocks.variant is None else substitute(blocks.variant, at)
+        mine = f"{land}_{k}" if apart and k else land
+        receive = (Run(recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0))), None,
+                       which, arrays=((land, mine),) if mine != land else ()),)
+        receivers = poly.bind_pe(isl.Map.from_domain(group.range())).params()
+        senders = poly.bind_pe(isl.Map.from_domain(group.domain())).params()
+        parts.append(DirectExchange(
+            color, tuple(routes), (send_cfg, recv_cfg) if k == 0 else (send_cfg,),
+            Array(mine, local.dtype, (size,)),
+            (Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant),),
+            receive, condition_of(senders, context), condition_of(receivers, context),
+            size, receivers))
+    return tuple(parts)
+
+
+MAX_DISPLACEMENTS = 16  # sender-to-receiver displacements grouped onto colors, at most
+MAX_DIRECT_COLORS = 6  # colors an exchange without turns may take
+
+
+def _groups(pairs: isl.Map, context: isl.Set, *, many: bool) -> list[isl.Map] | None:
+    """``pairs`` (``{ sender -> receiver }``) in groups whose routes can share a color:
+    all of them where they can; else (``many``) by displacement, a displacement's
+    senders apart by their coordinates modulo its length where their routes overlap
+    (two of a row ``|dx|`` or fewer apart run along the same links), pieces joining a
+    group where its routes still do not meet (greedily); None beyond the limits."""
+    if direct_routes(0, pairs, context) is not None:
+        return [pairs]
+    if not many or not pairs.is_single_valued():
+        return None
+    try:
+        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
+    except poly.TooManyPointsError:
+        return None
+    pieces: list[isl.Map] = []
+    for dx, dy in moves:
+        moved = pairs.intersect(translate(dx, dy)).coalesce()
+        if direct_routes(0, moved, context) is not None:
+            pieces.append(moved)
+            continue
+        for rx in range(max(1, abs(dx))):
+            for ry in range(max(1, abs(dy))):
+                part = moved.intersect_domain(_residues(abs(dx), rx, abs(dy), ry))
+                if part.is_empty():
+                    continue
+                if direct_routes(0, part, context) is None:
+                    return None
+                pieces.append(part)
+    groups: list[isl.Map] = []
+    for piece in pieces:
+        for k, group in enumerate(groups):
+            joined = group.union(piece).coalesce()
+            if direct_routes(0, joined, context) is not None:
+                groups[k] = joined
+                break
+        else:
+            if len(groups) == MAX_DIRECT_COLORS:
+                return None
+            groups.append(piece)
+    return groups
+
+
+def _residues(mx: int, rx: int, my: int, ry: int) -> isl.Set:
+    """``{ PE[x, y] : x mod mx = rx and y mod my = ry }``."""
+    space = pe_space()
+    ls = isl.LocalSpace.from_space(space)
+    result = isl.Set.universe(space)
+    for dim, (m, r) in enumerate(((mx, rx), (my, ry))):
+        if m <= 1:
+            continue
+        coord = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, dim))
+        rem = coord.mod_val(isl.Val.int_from_si(space.get_ctx(), m))
+        result = result.intersect(rem.eq_set(rem.sub(rem).add_constant_val(
+            isl.Val.int_from_si(space.get_ctx(), r))))
+    return result
 
 
 def _on_pe_params(value: isl.PwAff) -> isl.PwAff:

@@ -33,10 +33,17 @@ class EmitterState:
     inits: dict[str, float] = field(default_factory=dict)  # array -> initial value
     task_pes: dict[str, isl.Set] = field(default_factory=dict)  # where a task can run
     landed_in_place: set[str] = field(default_factory=set)  # landing arrays not needed
+    extra_colors: int = 0  # colors taken beyond the plan's (:meth:`_fresh_color`)
 
     @property
     def region(self) -> Region:
         return self.tg.compute
+
+    def _fresh_color(self) -> int:
+        """A color no route of the plan has (an exchange's further colors): numbered
+        after the plan's, compacted with the others by ``codegen.colors``."""
+        self.extra_colors += 1
+        return len(self.tg.color_uses) + self.extra_colors - 1
 
     def _simd_out(self, kind: str, tensor: str) -> bool:
         """Whether the ``kind`` (out, combine, exchange) tasks of ``tensor`` use SIMD."""

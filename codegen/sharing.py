@@ -3,7 +3,7 @@ sending what they hold along their lines; every PE keeps what it reads."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from dtg.codegen.blocks import block_exchange, reduce_block_exchange
@@ -64,7 +64,9 @@ class Sharing(EmitterState):
         self.ints.extend([IntVar(got), IntVar(sent)])
         c = ex.color
         context = self.region.context()
-        direct = direct_exchange(ex, local, self.region, name=t) if self._simd_out(
+        direct = direct_exchange(ex, local, self.region, name=t, fresh=self._fresh_color,
+                                 op="fmax" if self._reduction_op(ex.tensor) == "fmax"
+                                 else "fadd") if self._simd_out(
             "exchange", ex.tensor) else None
         if direct is not None:
             self._direct(ex, k, after, direct)
@@ -142,32 +144,58 @@ class Sharing(EmitterState):
         sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
         self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
 
-    def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt], direct: DirectExchange
-                ) -> None:
+    def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt],
+                parts: tuple[DirectExchange, ...]) -> None:
         """The tasks of an exchange without turns: in its phase, a sender sends its block
-        at once; ``after`` runs once a PE has sent (if it sends) and landed its block
-        (if it receives one: its end mark counts)."""
+        at once (on its part's color); ``after`` runs once a PE has sent (if it sends)
+        and landed its block (if it receives one: its end mark counts)."""
         t = exchange_name(ex)
-        got, sent, c = f"got_{t}", f"sent_{t}", ex.color
-        self.routes += list(direct.routes)
-        self.configs.extend(direct.configs)
-        self.extra_arrays.append(direct.land)
-        sending = (*direct.send, SendEnd(c), SetInt(sent, "=", IConst(1)))
+        got, sent = f"got_{t}", f"sent_{t}"
+        first = parts[0]
+        for part in parts:
+            self.routes += list(part.routes)
+            self.configs.extend(part.configs)
+        for land in dict.fromkeys(part.land for part in parts):
+            self.extra_arrays.append(land)
         mine = Cmp("==", IVar(sent), IConst(0))
-        total = simplify(IBin("+", _flag(direct.sender), _flag(direct.receiver)))
-        # (the sender's condition apart, on the PE alone: configure.py sets the send's
-        # SIMD configuration up only there)
-        send = If(mine, sending)
+        if len(parts) == 1:
+            sending: tuple[Stmt, ...] = (*first.send, SendEnd(first.color),
+                                         SetInt(sent, "=", IConst(1)))
+            # (the sender's condition apart, on the PE alone: configure.py sets the
+            # send's SIMD configuration up only there)
+            send: Stmt = If(mine, sending)
+            if first.sender is not None:
+                send = If(first.sender, (send,))
+            sender, receiver = _flag(first.sender), _flag(first.receiver)
+        else:  # (each sender on the color of its part; every part has its senders)
+            senders = [part.sender for part in parts if part.sender is not None]
+            if len(senders) < len(parts):
+                raise CompilerBug(f"exchange of '{ex.tensor}': a part of several senders "
+                                  "sends from every PE")
+            sends: list[Stmt] = [If(c, (*part.send, SendEnd(part.color)))
+                                 for c, part in zip(senders, parts, strict=True)]
+            anyone: Cond = senders[0]
+            for c in senders[1:]:
+                anyone = BoolOp("||", anyone, c)
+            send = If(anyone, (If(mine, (*sends, SetInt(sent, "=", IConst(1)))),))
+            sender = _any(senders)
+            receiver = _any(part.receiver for part in parts)  # (blocks it lands)
+        total = simplify(IBin("+", sender, receiver))
         turn = (If(Cmp("==", IVar("phase"), IConst(k)), (
-            send if direct.sender is None else If(direct.sender, (send,)),
+            send,
             If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), total),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
-        self.task_pes[f"share_{t}"] = direct.receivers  # (routes deliver only there)
+        tasks: list[Task] = []
+        for n, part in enumerate(parts):
+            suffix = f"_{n}" if n else ""
+            self.task_pes[f"share_{t}{suffix}"] = part.receivers  # (routes deliver there)
+            tasks += [Task(f"share_{t}{suffix}", "data", part.receive, part.color, False,
+                           part.size, part.land.name),
+                      Task(f"end_{t}{suffix}", "control", (SetInt(got, "+=", IConst(1)),
+                                                           *turn), part.color)]
         self.extra_tasks += [
-            Task(f"share_{t}", "data", direct.receive, c, False, direct.size,
-                 direct.land.name),
-            Task(f"end_{t}", "control", (SetInt(got, "+=", IConst(1)), *turn), c),
+            *tasks,
             Task(f"turn_{t}", "local", turn),
             Task(f"step_{t}", "local", tuple(after)),
         ]
@@ -196,6 +224,14 @@ class Sharing(EmitterState):
             Task(f"turn_{t}", "local", turn),
             Task(f"step_{t}", "local", tuple(after)),
         ]
+
+
+def _any(conds: Iterable[Cond | None]) -> IExpr:
+    """How many of ``conds`` hold (1 where one of several that exclude each other)."""
+    total: IExpr = IConst(0)
+    for cond in conds:
+        total = IBin("+", total, _flag(cond))
+    return simplify(total)
 
 
 def _flag(cond: Cond | None) -> IExpr:

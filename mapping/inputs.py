@@ -33,6 +33,7 @@ from dtg.mapping.mesh import (
     Side,
     fmt,
     inward,
+    lines_before,
     pe_box,
     pe_space,
     point,
@@ -197,7 +198,8 @@ def line_segments(stream: Stream, side: Side, model: PolyModel, mapping: Mapping
 def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
                compute: Region) -> list[Stream] | None:
     """``stream``'s elements that a PE off their source's line reads (a neighbour's halo),
-    then the others; None where either part is empty, or either could not be a flow.
+    then the others (the last part); None where either part is empty, or either could
+    not be a flow.
 
     A multicast tree carries every wavelet of its source to every PE it reaches: a row
     band's tree brings the whole band down the neighbouring row for the four rows of
@@ -205,7 +207,10 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     own, the halo goes by a tree and the rest straight along the source's line, so the
     neighbours take only what they read: where that spares each of them, on average over
     the sources, :data:`MIN_RAMP_SAVING` wavelets and :data:`RAMP_MARGIN` of the stream.
-    Dense streams only."""
+    Where one halo part cannot be a flow (a row band's first rows read by the row above
+    and its last rows by the row below: not one box of outer index values), the halo
+    goes in two parts, what lines before the source's read and the rest of it. Dense
+    streams only."""
     if stream.kind != "dense":
         # (a sparse stream's cut parts with quasi-affine orders, `index[e mod 10]` from
         # two sources, took isl minutes to plan in random tests: not cut)
@@ -225,13 +230,21 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     # halo; else each source's own halo (a dense part's indices must be consecutive).
     order, exact = poly.align_params(stream.order, halo)
     places = exact.apply(order)
-    cuts = [order.intersect_range(places).domain().intersect(elements), exact]
+    cuts: list[list[isl.Set]] = [
+        [order.intersect_range(places).domain().intersect(elements)], [exact]]
     box = _bounding_box(places)
     if box is not None and not box.is_equal(places):
         # (first the box around those places: the rest is then a box on every source,
         # a few more elements going by the halo's trees)
-        cuts.insert(0, order.intersect_range(box).domain().intersect(elements))
-    for cut in cuts:
+        cuts.insert(0, [order.intersect_range(box).domain().intersect(elements)])
+    before = need.intersect(stream.external_pes.apply_range(to_rel).apply_range(
+        lines_before(side))).domain()
+    before, exact = poly.align_params(before, exact)
+    before = before.intersect(exact)
+    if not before.is_empty() and not before.is_equal(exact):
+        cuts.append([before, exact.subtract(before)])
+    for halos in cuts:
+        cut = halos[0] if len(halos) == 1 else halos[0].union(halos[1])
         rest = elements.subtract(cut)
         if rest.is_empty():
             continue
@@ -240,7 +253,7 @@ def halo_split(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         if spared < max(MIN_RAMP_SAVING, RAMP_MARGIN * whole):
             continue  # (the neighbours read most of it: the colors and tasks would not pay)
         pieces = [replace(stream, relation=stream.relation.intersect_domain(part))
-                  for part in (cut, rest)]
+                  for part in (*halos, rest)]
         def plan(parts: list[Stream] = pieces) -> list[list[InputFlow]]:
             return [tree_flows(piece, side, model, mapping, compute, Colors())
                     for piece in parts]

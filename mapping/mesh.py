@@ -70,6 +70,14 @@ def upstream_of(side: Side) -> isl.Map:
         {("in", along): sign, ("out", along): -sign}]))
 
 
+def lines_before(side: Side) -> isl.Map:
+    """``{ PE[a] -> PE[b] }``: ``b`` on a line of ``side``'s streams that comes before
+    ``a``'s (its coordinate across the lines is smaller)."""
+    across = 0 if side in VERTICAL else 1
+    return linear_map(pe_map_space(), ineqs=[{("in", across): 1, ("out", across): -1,
+                                              1: -1}])
+
+
 def point(space: isl.Space, coords: Sequence[int]) -> isl.Point:
     p = isl.Point.zero(space)
     for k, value in enumerate(coords):

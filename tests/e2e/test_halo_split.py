@@ -67,6 +67,33 @@ HALVES = ("""
 BLOCKS = _blocks(4, 128)
 
 
+def _bands(block: int, band: int) -> tuple[str, str]:
+    """A 3 x 3 stencil on 2 x 2 PEs of ``block`` x ``block`` outputs, its input in row
+    bands of ``band`` rows from the west (the left half of the columns) and the east:
+    bands that do not match the PEs' rows, so a band's first rows are read by the row of
+    PEs above and its last ones by the row below."""
+    n = 2 * block + 2
+    half = n // 2
+    return (f"""
+    lair st(): float16 x[{n}][{n}], float16 f[3][3] -> float16 y[{n - 2}][{n - 2}]
+    {{ all (i, j, r, s) in ({n - 2}, {n - 2}, 3, 3) y[i][j] += x[i + r][j + s] * f[r][s] }}
+    """, f"""
+    rectangle {{ PE[2, 2] }}
+    placement {{ st[i, j, r, s] -> PE[j//{block}, i//{block}] }}
+    input x dense {{ x[i = 0:{n - 1}, j = 0:{n - 1}] -> [PE[-1, i//{band}] ->
+                       index[i mod {band}, j]] : j < {half};
+                     x[i = 0:{n - 1}, j = 0:{n - 1}] -> [PE[2, i//{band}] ->
+                       index[i mod {band}, j - {half}]] : j >= {half} }}
+    input f resident
+    output y resident
+    """)
+
+
+# 8 x 8 blocks, bands of 9 rows: the halo of each band's source is a first row read by
+# the row above and a last row read by the row below (not one box of rows together).
+MISALIGNED = _bands(8, 9)
+
+
 def _ramp(compiled: dtg.api.Compilation, x: int, y: int) -> int:
     """Wavelets of ``x`` that reach PE[x, y]'s core, over all its flows."""
     assert compiled.tasks is not None
@@ -93,8 +120,23 @@ def test_whole_trees_without_the_cut(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert _ramp(compiled, 1, 0) == 2 * 128
 
 
+def test_a_halo_read_above_and_below_goes_in_two_parts(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_pair(tmp_path, *MISALIGNED)
+    compiled = dtg.compile(path)
+    assert compiled.tasks is not None
+    assert any(f.halo for f in compiled.tasks.input_flows("x"))
+    cut = _ramp(compiled, 0, 0)
+    monkeypatch.setattr(inputs, "halo_split", lambda *a, **k: None)
+    whole = _ramp(dtg.compile(path), 0, 0)
+    # (PE[0, 0] reads 10 rows of 10: the rows of its band and the first of the next; whole,
+    # it took both bands of the west half and the next band of the east half)
+    assert 100 <= cut < whole, (cut, whole)
+
+
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-@pytest.mark.parametrize("pair", [BLOCKS, HALVES], ids=["blocks", "halves"])
+@pytest.mark.parametrize("pair", [BLOCKS, HALVES, MISALIGNED],
+                         ids=["blocks", "halves", "misaligned"])
 def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
                                         simd: bool) -> None:
     alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
@@ -151,6 +193,19 @@ def banded(draw: st.DrawFn) -> tuple[str, str]:
         f"input c resident\n"
         f"output y resident\n")
     return lair, mapping
+
+
+@pytest.mark.long
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(3, 8), st.integers(1, 3), st.integers(0, 3))
+def test_random_bands_verify(tmp_path: Path, block: int, extra: int, seed: int) -> None:
+    """Row bands one to three rows longer than the PEs' blocks, cut where predicted
+    faster: verified with and without SIMD."""
+    path = write_pair(tmp_path, *_bands(block, block + extra))
+    for simd in (True, False):
+        outcome = run_program(path, simd=simd, seed=seed, engine="fast")
+        assert outcome.comparison.verified, outcome.comparison.mismatch
 
 
 @pytest.mark.long

@@ -84,3 +84,16 @@ def test_skewed_partial_sums_send_the_block_they_computed(tmp_path: Path) -> Non
     y_local = next(a for a in program.arrays if a.name == "y_local")
     send = next(c for c in program.configs if c.name.endswith("_sum_send"))
     assert prod(send.variants[0]) == 8 < prod(y_local.shape)
+
+
+def test_skewed_partial_sums_go_to_their_keepers_at_once(tmp_path: Path) -> None:
+    """Each keeper (the west PE of each row of blocks) gets 3 partial blocks, each on a
+    color of its own, all senders at once: no sender waits for a turn."""
+    compiled = dtg.compile(write_pair(tmp_path, *SKEWED))
+    assert compiled.module is not None
+    program = compiled.module.programs[0]
+    lands = [t for t in program.tasks if t.name.startswith("share_y_sum")]
+    assert len(lands) >= 3 and len({t.color for t in lands}) == len(lands)
+    assert len({t.land for t in lands}) == len(lands)  # (landed side by side)
+    adds = [c for c in program.configs if c.name == "out_y_sum_recv"]
+    assert len(adds) == 1 and adds[0].op == "fadd"

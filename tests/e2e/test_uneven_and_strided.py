@@ -75,3 +75,39 @@ def test_cyclic_streams_kept_by_a_strided_copy(tmp_path: Path) -> None:
     assert len(keeps) == 2
     # every fourth element of a row of the local array, from consecutive landed ones
     assert all(c.dst.strides[-1] == 4 and c.srcs[0].strides[-1] == 1 for c in keeps), keeps
+
+
+# A transpose between two statements: T's block (bi, bj) is computed on PE[bj, bi] and
+# read on PE[bi, bj]. On one color the blocks of a row would enter the PEs on their way
+# by the same port; grouped by their displacement, they go at once on a few colors.
+TRANSPOSE = ("""
+    lair scale(): float16 A[12][12] -> float16 T[12][12]
+    { all (i, j) in (12, 12) T[i][j] = A[i][j] * 2 }
+    lair addt(): float16 T[12][12], float16 C[12][12] -> float16 B[12][12]
+    { all (j, i) in (12, 12) B[j][i] = T[i][j] + C[j][i] }
+    """, """
+    rectangle { PE[3, 3] }
+    placement { scale[i, j] -> PE[j//4, i//4]; addt[j, i] -> PE[i//4, j//4] }
+    input  A dense { A[i = 0:11, j = 0:11] -> [PE[-1, i//4] -> index[j, i mod 4]] }
+    input  C dense { C[j = 0:11, i = 0:11] -> [PE[i//4, -1] -> index[j, i mod 4]] }
+    output B resident
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_transpose_verified_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *TRANSPOSE), simd=simd)
+
+
+def test_a_transpose_goes_at_once_on_a_few_colors(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *TRANSPOSE))
+    assert compiled.module is not None
+    program = compiled.module.programs[-1]
+    sends = [c for c in program.configs if c.name.startswith("out_T_send")]
+    colors = {c.dst.color for c in sends}
+    # (displacements +-1 and +-2 along the diagonal: a color for each sign's pair at
+    # most, not one turn per block)
+    assert 2 <= len(colors) <= 4, colors
+    # (one landing task per color, the blocks all at once: no sender waits for a turn)
+    shares = [t for t in program.tasks if t.name.startswith("share_T")]
+    assert len(shares) == len(colors) and {t.color for t in shares} == colors
