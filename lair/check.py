@@ -150,8 +150,10 @@ def _constant(expr: ast.Expr, what: str) -> int:
     except LimitError:
         raise
     except Exception as exc:
+        hint = "; write '//' for the integer division of sizes" if isinstance(
+            expr, ast.BinOp) and expr.op == "/" else ""
         raise _err(f"expected an integer constant expression for {what}, got "
-                   f"'{format_expr(expr)}'", getattr(expr, "loc", None)) from exc
+                   f"'{format_expr(expr)}'{hint}", getattr(expr, "loc", None)) from exc
 
 
 def _where(expr: ast.Expr, fallback: SourceLoc) -> SourceLoc:

@@ -92,6 +92,10 @@ def eval_constant(expr: ast.Expr, env: Mapping[str, Binding], what: str) -> int:
                 raise SpecializationError(f"division by zero in {what}", loc)
             return _bounded({"+": a + b, "-": a - b, "*": a * b,
                              "//": a // b if b else 0, "%": a % b if b else 0}[op], what, loc)
+        case ast.BinOp("/", _, _, loc):
+            raise SpecializationError(
+                f"expected an integer constant expression in {what}: '/' divides values; "
+                "write '//' for the integer division of sizes", loc)
     raise SpecializationError(
         f"expected an integer constant expression in {what}", getattr(expr, "loc", None))
 
