@@ -78,14 +78,16 @@ class SenderBlocks:
     origin: tuple[isl.PwAff, ...]  # a block's first element, functions of its sender
     variants: tuple[tuple[int, ...], ...]
     variant: IExpr | None = None
+    # sent at one size beyond some tiles: what each sends (elements, over its PE)
+    padded: isl.Set | None = None
 
     @property
     def size(self) -> tuple[int, ...]:
         return max(self.variants, key=prod)
 
 
-def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False
-                  ) -> SenderBlocks | None:
+def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
+                  shape: tuple[int, ...] | None = None) -> SenderBlocks | None:
     """The blocks the senders of ``ex`` hold, where SIMD can send them: one box of one
     size (:func:`sender_block`; else at a quasi-affine offset), or boxes of a few sizes
     (uneven tiles); ``partial``: of partial sums too (what each sender wrote)."""
@@ -111,11 +113,43 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False
             return None
         variants, variant = by_pe
     size = max(variants, key=prod)
-    if not 0 < len(size) <= MAX_SIMD_DIMS or len({v[1:] for v in variants}) != 1 or \
-            prod(size) > MAX_BLOCK or max(size) > MAX_SIMD_SIZE:
+    if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
+            max(size) > MAX_SIMD_SIZE:
         return None
+    if len({v[1:] for v in variants}) != 1:
+        # (sizes that differ inside: every block sent at the largest, where what the
+        # smaller ones add lies beyond the tensor, which nothing reads)
+        return _padded(produced, rect, size, shape) if shape is not None else None
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
                         variant)
+
+
+def _padded(produced: isl.Set, rect: poly.Rectangularity, size: tuple[int, ...],
+            shape: tuple[int, ...]) -> SenderBlocks | None:
+    """Blocks of uneven tiles sent at the largest tile's size from their first element
+    (one configuration, the same strides everywhere), where the elements the smaller
+    ones then add all lie outside the tensor's ``shape`` (a last tile's columns beyond
+    its width): nothing reads them, and a receiver holds them in its array's box (the
+    caller checks)."""
+    space = produced.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    box = isl.Set.universe(space).intersect_params(produced.params())
+    inside = isl.Set.universe(space)
+    for d, n in enumerate(size):
+        var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, d)
+        low = rect.minimum.get_at(d).insert_domain(space)
+        box = box.intersect(var.ge_set(low)).intersect(
+            var.lt_set(low.add_constant_val(isl.Val.int_from_si(CTX, n))))
+        inside = inside.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
+        inside = inside.upper_bound_val(isl.dim_type.set, d,
+                                        isl.Val.int_from_si(CTX, shape[d] - 1))
+    extra, produced_a = poly.align_params(box, produced)
+    extra = extra.subtract(produced_a)
+    extra, inside = poly.align_params(extra, inside)
+    if not extra.intersect(inside).is_empty():
+        return None
+    return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), (size,),
+                        padded=box)
 
 
 def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str, got: str,

@@ -61,7 +61,7 @@ class DirectExchange:
 
 def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
                     fresh: Callable[[], int] | None = None,
-                    op: Literal["fadd", "fmax"] = "fadd"
+                    op: Literal["fadd", "fmax"] = "fadd", shape: tuple[int, ...] | None = None
                     ) -> tuple[DirectExchange, ...] | None:
     """The exchange of ``ex`` without turns (one part per color: ``fresh`` gives the
     colors beyond ``ex.color``, none without it), or None where it does not apply:
@@ -69,9 +69,11 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     needing blocks of several others or keeping only part of one, routes that would
     cross on every grouping of the senders. Partial sums (``op`` combines them) go to
     their keeper, each sender's on a color of its own among the keeper's senders: every
-    element a sender wrote must be kept by one PE."""
+    element a sender wrote must be kept by one PE. With the tensor's ``shape``, blocks
+    of uneven tiles may go at the largest tile's size, what they add lying beyond it."""
     context = region.context()
-    blocks = sender_blocks(ex, context, partial=ex.reduce)
+    blocks = sender_blocks(ex, context, partial=ex.reduce,
+                           shape=None if ex.reduce else shape)
     if blocks is None:
         return None
     # receiver -> the other PEs holding what it needs
@@ -91,11 +93,17 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
             return None
     elif not sources.is_single_valued():
         return None
-    # a receiver keeps the whole block it lands (its array holds it)
-    received = sources.apply_range(ex.produced)
+    # a receiver keeps the whole block it lands (its array holds it, and the sender's
+    # holds what it sends)
+    sent = ex.produced
+    if blocks.padded is not None:
+        sent = blocks.padded.unbind_params_insert_domain(
+            poly.multi_id(pe_space(), poly.PE_NAMES))
+    received = sources.apply_range(sent)
     kept = poly.box_map(local.array.box)
     received, kept = poly.align_params(received, kept)
-    if not received.is_subset(kept):
+    own, kept_s = poly.align_params(sent.intersect_domain(pairs.domain()), kept)
+    if not received.is_subset(kept) or not own.is_subset(kept_s):
         return None
     groups = _groups(pairs, context, many=fresh is not None)
     if groups is None:

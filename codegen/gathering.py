@@ -22,7 +22,7 @@ from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set
 from dtg.codegen.variants import size_variants
 from dtg.errors import CompilerBug
 from dtg.lair.lower import CTX
-from dtg.mapping import poly
+from dtg.mapping import affine, poly
 from dtg.mapping.flows import (
     OutputFlow,
     Region,
@@ -195,7 +195,7 @@ class Gathering(EmitterState):
         # base + sum(stride * k): one affine piece (a grown array can make the position
         # floor(k / 6) * 66 + k mod 6; uneven tiles have smaller last boxes). Otherwise
         # scalar loops send the elements.
-        linear = pma.n_piece() == 1 and rect.rectangular
+        linear = rect.rectangular
         sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
         variants: tuple[tuple[int, ...], ...] = (sizes,)
         variant: IExpr | None = None
@@ -208,16 +208,30 @@ class Gathering(EmitterState):
         strides: tuple[int, ...] = (0,) * n
         base: IExpr = IConst(0)
         if linear:
-            pieces: list[isl.MultiAff] = []
-            pma.foreach_piece(lambda _s, ma: pieces.append(ma))
-            flat = flatten(pieces[0], local.size)
-            strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
-                            for k in range(n))
-            linear = not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
-                             for d in range(flat.dim(isl.dim_type.div)))
+            # (one stride per dimension on every piece: pieces that differ only by the
+            # PE's offset, `32 * (PE_Y mod 2)` written as two pieces, make one base)
+            pieces: list[tuple[isl.Set, isl.MultiAff]] = []
+            pma.foreach_piece(lambda where, ma: pieces.append((where, ma)))
+            # (a division fixed on the piece, `(32 PE_Y + k) mod 64` for k < 32, read by
+            # meaning: mapping.affine)
+            flats = [(where, affine.affine_on(flat, where) or flat)
+                     for where, ma in pieces for flat in [flatten(ma, local.size)]]
+            strides = tuple(int(flats[0][1].get_coefficient_val(
+                isl.dim_type.in_, k).to_python()) for k in range(n))
+            linear = all(
+                tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                      for k in range(n)) == strides and
+                not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                        for d in range(flat.dim(isl.dim_type.div)))
+                for _, flat in flats)
         if linear:
-            base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
-                rect.minimum.align_params(flat.get_space())), context)
+            flat_pw: isl.PwAff | None = None
+            for where, flat in flats:
+                piece = isl.PwAff.from_aff(flat).intersect_domain(where)
+                flat_pw = piece if flat_pw is None else flat_pw.union_add(piece)
+            assert flat_pw is not None
+            base = pw_aff_expr(flat_pw.pullback_multi_pw_aff(
+                rect.minimum.align_params(flat_pw.get_space())), context)
         pos = _position(out.side, self.region)
         length = chain_length(out.side, self.region)
         send_port, recv_port = out.side, OPPOSITE[out.side]

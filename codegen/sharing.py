@@ -66,7 +66,9 @@ class Sharing(EmitterState):
         context = self.region.context()
         direct = direct_exchange(ex, local, self.region, name=t, fresh=self._fresh_color,
                                  op="fmax" if self._reduction_op(ex.tensor) == "fmax"
-                                 else "fadd") if self._simd_out(
+                                 else "fadd",
+                                 shape=self.tg.model.graph.tensor(ex.tensor).shape
+                                 ) if self._simd_out(
             "exchange", ex.tensor) else None
         if direct is not None:
             self._direct(ex, k, after, direct)

@@ -227,6 +227,10 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
         # ``a * b + s`` as ``t = s; t += a * b``: the same rounding (one addition, which
         # commutes), and an update in place can then take the copy (codegen.inplace)
         terms = [terms[1], terms[0]]
+    if stmt.op == "=" and len(terms) >= 2 and terms[0][0] < 0 and terms[1][0] > 0:
+        # ``-d + e`` as ``e - d``: the first partial sum is the same (exactly), so is
+        # every one after it
+        terms = [terms[1], terms[0], *terms[2:]]
     steps: list[OpShape] = []
 
     for k, (sign, term) in enumerate(terms):
@@ -254,8 +258,10 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
             term, sign = Const(-term.value), 1
         scalar = term if src is None else None
         if first:
-            if sign < 0:
-                return single
+            if sign < 0:  # (``-d - e`` as ``t = 0; t -= d; t -= e``: 0 - d is -d exactly)
+                steps.append(OpShape("fill", dst, (None,), Const(0.0)))
+                steps.append(OpShape("fsub", dst, (dst, _src(src)), scalar))
+                continue
             steps.append(OpShape("fill" if src is None else "copy", dst, (_src(src),), scalar))
         else:
             steps.append(OpShape("fadd" if sign > 0 else "fsub", dst, (dst, _src(src)), scalar))

@@ -179,6 +179,50 @@ def test_sums_of_products_are_split_into_operations() -> None:
     assert isinstance(op_steps(graph.statement("no"), None), str)  # - s * z: no constant
 
 
+def test_negated_first_terms_are_simd_operations() -> None:
+    """``-d + 2x`` is ``2x - d`` (the same first partial sum, exactly), and ``-a - b`` is
+    ``0 - a - b`` (``0 - a`` is ``-a`` exactly): SIMD operations, not scalar loops (a
+    helper's ``E = -D + X * 2`` ran 15 times its bound)."""
+    from dtg.codegen.simd import OpShape, op_steps
+    from dtg.lair.frontend import program_from_text
+
+    graph = program_from_text("""
+        lair u(): float16 d[4], float16 x[4], float16 a[4], float16 b[4]
+                  -> float16 e[4], float16 f[4]
+        {
+          ne: all (i) in (4) e[i] = -d[i] + x[i] * 2
+          nn: all (i) in (4) f[i] = -a[i] - b[i]
+        }
+    """).graph
+    assert op_steps(graph.statement("ne"), None) == (
+        OpShape("fmul", "e", ("x", None), Const(2.0)), OpShape("fsub", "e", ("e", "d"), None))
+    assert op_steps(graph.statement("nn"), None) == (
+        OpShape("fill", "f", (None,), Const(0.0)), OpShape("fsub", "f", ("f", "a"), None),
+        OpShape("fsub", "f", ("f", "b"), None))
+
+
+def test_negated_terms_verify_on_both_engines(tmp_path: Path) -> None:
+    from conftest import alike_on_both_engines, write_pair
+    path = write_pair(tmp_path, """
+        lair u(): float16 d[32], float16 x[32], float16 a[32], float16 b[32]
+                  -> float16 e[32], float16 f[32]
+        {
+          ne: all (i) in (32) e[i] = -d[i] + x[i] * 2
+          nn: all (i) in (32) f[i] = -a[i] - b[i]
+        }
+        """, """
+        rectangle { PE[2, 1] }
+        placement { ne[i] -> PE[i//16, 0]; nn[i] -> PE[i//16, 0] }
+        input  d resident
+        input  x resident
+        input  a resident
+        input  b resident
+        output e resident
+        output f resident
+        """)
+    alike_on_both_engines(path, simd=True)
+
+
 def test_many_statements_give_up_simd_in_few_rounds(monkeypatch: pytest.MonkeyPatch,
                                                      tmp_path: Path) -> None:
     """30 statements need 30 SIMD configurations on one PE, which holds 8: the compiler

@@ -111,3 +111,61 @@ def test_a_transpose_goes_at_once_on_a_few_colors(tmp_path: Path) -> None:
     # (one landing task per color, the blocks all at once: no sender waits for a turn)
     shares = [t for t in program.tasks if t.name.startswith("share_T")]
     assert len(shares) == len(colors) and {t.color for t in shares} == colors
+
+
+# D computed on the top row of PEs in column tiles of 7 (the last 6) and read on the row
+# below: each block goes straight down, the last one sent at the full width (its extra
+# column lies beyond D's 20 columns, which nothing reads).
+MOVED_UNEVEN = ("""
+    lair ew(): float16 X[8][20], float16 m[20] -> float16 D[8][20], float16 E[8][20]
+    {
+      S1: all (i, j) in (8, 20) D[i][j] = X[i][j] - m[j]
+      S3: all (i, j) in (8, 20) E[i][j] = -D[i][j] + X[i][j] * 2
+    }
+    """, """
+    rectangle { PE[3, 2] }
+    placement { S1[i, j] -> PE[j//7, 0]; S3[i, j] -> PE[j//7, 1] }
+    input  X resident
+    input  m resident
+    output E resident
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_uneven_blocks_moved_verify_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *MOVED_UNEVEN), simd=simd)
+
+
+def test_uneven_blocks_go_at_the_largest_size(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *MOVED_UNEVEN))
+    assert compiled.module is not None
+    program = compiled.module.programs[-1]
+    send = next(c for c in program.configs if c.name == "out_D_send")
+    assert send.variants == ((8, 7),)
+    assert "send(" not in dtg.module_text(compiled)  # (no element by element)
+
+
+# C's partial sums meet on pairs of PE rows; the east PE of each row sends half of its
+# row pair's columns: the first element it sends sits at column 16 * (PE_Y mod 2) of its
+# array, which isl writes `(16 PE_Y + k) mod 32`: a division fixed on what it sends,
+# read by meaning, so one SIMD instruction sends it.
+OUT_BY_HALVES = ("""
+    lair mm(): float16 A[8][8], float16 B[8][32] -> float16 C[8][32]
+    { all (i, k, j) in (8, 8, 32) C[i][j] += A[i][k] * B[k][j] }
+    """, """
+    rectangle { PE[2, 4] }
+    placement { mm[i, k, j] -> PE[j//16, 2*(i//4) + k//4] }
+    input  A resident
+    input  B resident
+    output C dense { C[i = 0:7, j = 0:31] -> [PE[2, 2*(i//4) + j//16] -> index[i mod 4, j mod 16]] }
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_output_at_a_mod_offset_verifies_alike(tmp_path: Path, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *OUT_BY_HALVES), simd=simd)
+
+
+def test_output_at_a_mod_offset_is_one_instruction(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *OUT_BY_HALVES))
+    assert "send(" not in dtg.module_text(compiled)
