@@ -113,26 +113,40 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
     flows: list[InputFlow] = []
     ramp_binds = split and any(how[key] == "direct" for key, _, _ in parts) and \
         _ramp_binds(parts, model, mapping, compute)
-    for key, side, part in parts:
-        if how[key] == "tree":
+    def plan(key: str, side: Side, part: Stream, way: str, colors: Colors
+             ) -> list[InputFlow]:
+        if way == "tree":
             cut = halo_split(part, side, model, mapping, compute) if split and halos \
                 else None
             trees = [flow for piece in (cut or [part])
                      for flow in tree_flows(piece, side, model, mapping, compute, colors,
                                             split=split)]
-            for k, flow in enumerate(trees):
-                flows.append(replace(flow, key=key if len(trees) == 1 else f"{key}_{k}",
-                                     halo=cut is not None))
-            continue
-        if how[key] == "direct" and split and ramp_binds:
+            return [replace(flow, key=key if len(trees) == 1 else f"{key}_{k}",
+                            halo=cut is not None) for k, flow in enumerate(trees)]
+        if way == "direct" and split and ramp_binds:
             segmented = segment_flows(key, part, side, model, mapping, compute, colors,
                                       limit=segments)
             if segmented is not None:
-                flows.extend(segmented)
-                continue
-        line = beside_regions[side] if how[key] == "adapters" else None
+                return segmented
+        line = beside_regions[side] if way == "adapters" else None
         flow = input_flow(part, side, model, mapping, compute, line, colors)
-        flows.append(replace(flow, key=key, stream_relation=part.relation))
+        return [replace(flow, key=key, stream_relation=part.relation)]
+
+    for key, side, part in parts:
+        by_order = _order_parts(part) if split and how[key] != "adapters" else [part]
+        if len(by_order) > 1:
+            # (sources sending elements of several by_order of the order: apart where a
+            # PE would otherwise count its position by a function written by cases, and
+            # each piece then has one)
+            trial = plan(key, side, part, how[key], Colors())
+            ways = [_how_direct(piece, side, model, mapping) for piece in by_order]
+            if any(f.order_on_pe() is None for f in trial) and all(
+                    f.order_on_pe() is not None for k, piece in enumerate(by_order)
+                    for f in plan(f"{key}_o{k}", side, piece, ways[k], Colors())):
+                for k, piece in enumerate(by_order):
+                    flows.extend(plan(f"{key}_o{k}", side, piece, ways[k], colors))
+                continue
+        flows.extend(plan(key, side, part, how[key], colors))
     flows = _unique_names(flows, [t.name for t in model.graph.tensors])
     adapters = tuple(f.adapter for f in flows if f.adapter is not None)
     return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
@@ -343,6 +357,40 @@ def segment_flows(key: str, stream: Stream, side: Side, model: PolyModel, mappin
         flows += tree_flows(segment, side, model, mapping, compute, colors)
     return [replace(flow, key=f"{key}_{k}", apart=True, segmented=True)
             for k, flow in enumerate(flows)]
+
+
+def _how_direct(stream: Stream, side: Side, model: PolyModel, mapping: Mapping) -> str:
+    """``direct`` where every element of ``stream`` is read only in its source's line,
+    else ``tree`` (as :func:`plan_inputs` chooses, adapters aside)."""
+    need = accessing_pes(model, mapping, stream.tensor, write=False).intersect_domain(
+        stream.relation.domain())
+    return "direct" if need.is_subset(stream.external_pes.apply_range(same_line(side))) \
+        else "tree"
+
+
+def _order_parts(stream: Stream) -> list[Stream]:
+    """``stream`` in parts, one per piece of its order, where an external PE sends
+    elements of several pieces (a block, then a trailing element written apart: its PEs
+    would count their position by a function written by cases, which neither batches
+    nor cheap per-wavelet code can use); on colors of their own each part has one
+    order. ``[stream]`` otherwise, or beyond :data:`MAX_ORDER_PARTS` pieces."""
+    elements = stream.relation.domain()
+    order = stream.order.intersect_domain(elements)
+    pieces: list[tuple[isl.Set, isl.MultiAff]] = []
+    order.as_pw_multi_aff().foreach_piece(lambda where, ma: pieces.append((where, ma)))
+    if not 1 < len(pieces) <= MAX_ORDER_PARTS or any(
+            isl.Map.from_multi_aff(ma).intersect_domain(elements).is_equal(order)
+            for _, ma in pieces):
+        return [stream]  # (one function serves: isl keeps equal ones apart at times)
+    sources = stream.external_pes
+    sent = [sources.intersect_domain(piece).range() for piece, _ in pieces]
+    if all(a.intersect(b).is_empty() for k, a in enumerate(sent) for b in sent[k + 1:]):
+        return [stream]  # (each source sends one piece: taken apart by source, if need be)
+    return [replace(stream, relation=stream.relation.intersect_domain(piece))
+            for piece, _ in pieces]
+
+
+MAX_ORDER_PARTS = 4  # pieces of an order taken apart onto colors of their own, at most
 
 
 def split_by_side(stream: Stream, width: int, height: int) -> list[tuple[Side, Stream]]:

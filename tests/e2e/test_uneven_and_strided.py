@@ -169,3 +169,32 @@ def test_output_at_a_mod_offset_verifies_alike(tmp_path: Path, simd: bool) -> No
 def test_output_at_a_mod_offset_is_one_instruction(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *OUT_BY_HALVES))
     assert "send(" not in dtg.module_text(compiled)
+
+
+# A stride-2 convolution whose last input element of each channel comes from the last
+# external PE after its blocks (`index[64 + c]`): that PE's order has two pieces, so its
+# elements go as two parts on colors of their own, each batched.
+TRAILING = ("""
+    lair conv(): float16 x[2][65], float16 f[2][2][3] -> float16 y[2][32]
+    { all (k, w, c, r) in (2, 32, 2, 3) y[k][w] += x[c][2 * w + r] * f[k][c][r] }
+    """, """
+    rectangle { PE[2, 2] }
+    placement { conv[k, w, c, r] -> PE[w//16, k] }
+    input  x dense { x[c = 0:1, i = 0:63] -> [PE[i//32, -1] -> index[c * 32 + i mod 32]];
+                     x[c = 0:1, i = 64] -> [PE[1, -1] -> index[64 + c]] }
+    input  f resident
+    output y resident
+    """)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_trailing_elements_verify_alike(tmp_path: Path, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *TRAILING), simd=simd)
+
+
+def test_trailing_elements_go_apart_and_batched(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *TRAILING))
+    assert compiled.tasks is not None and compiled.arrivals is not None
+    flows = compiled.tasks.input_flows("x")
+    assert len(flows) >= 2 and all(f.order_on_pe() is not None for f in flows)
+    assert compiled.arrivals.batches  # (batched, not a task per wavelet)
