@@ -47,13 +47,6 @@ CYCLIC = ("""
     """)
 
 
-@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-@pytest.mark.parametrize("pair", [UNEVEN, CYCLIC], ids=["uneven", "cyclic"])
-def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
-                                        simd: bool) -> None:
-    alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
-
-
 def test_uneven_chain_and_gather_take_a_variant_per_tile_size(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *UNEVEN))
     assert compiled.module is not None
@@ -94,11 +87,6 @@ TRANSPOSE = ("""
     """)
 
 
-@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-def test_transpose_verified_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
-    alike_on_both_engines(write_pair(tmp_path, *TRANSPOSE), simd=simd)
-
-
 def test_a_transpose_goes_at_once_on_a_few_colors(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *TRANSPOSE))
     assert compiled.module is not None
@@ -131,11 +119,6 @@ MOVED_UNEVEN = ("""
     """)
 
 
-@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-def test_uneven_blocks_moved_verify_alike_on_both_engines(tmp_path: Path, simd: bool) -> None:
-    alike_on_both_engines(write_pair(tmp_path, *MOVED_UNEVEN), simd=simd)
-
-
 def test_uneven_blocks_go_at_the_largest_size(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *MOVED_UNEVEN))
     assert compiled.module is not None
@@ -161,11 +144,6 @@ OUT_BY_HALVES = ("""
     """)
 
 
-@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-def test_output_at_a_mod_offset_verifies_alike(tmp_path: Path, simd: bool) -> None:
-    alike_on_both_engines(write_pair(tmp_path, *OUT_BY_HALVES), simd=simd)
-
-
 def test_output_at_a_mod_offset_is_one_instruction(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *OUT_BY_HALVES))
     assert "send(" not in dtg.module_text(compiled)
@@ -187,14 +165,19 @@ TRAILING = ("""
     """)
 
 
-@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
-def test_trailing_elements_verify_alike(tmp_path: Path, simd: bool) -> None:
-    alike_on_both_engines(write_pair(tmp_path, *TRAILING), simd=simd)
-
-
 def test_trailing_elements_go_apart_and_batched(tmp_path: Path) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *TRAILING))
     assert compiled.tasks is not None and compiled.arrivals is not None
     flows = compiled.tasks.input_flows("x")
     assert len(flows) >= 2 and all(f.order_on_pe() is not None for f in flows)
     assert compiled.arrivals.batches  # (batched, not a task per wavelet)
+
+
+PAIRS = {"uneven": UNEVEN, "cyclic": CYCLIC, "transpose": TRANSPOSE,
+         "moved_uneven": MOVED_UNEVEN, "out_by_halves": OUT_BY_HALVES, "trailing": TRAILING}
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_verified_alike_on_both_engines(tmp_path: Path, name: str, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *PAIRS[name]), simd=simd)
