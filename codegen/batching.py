@@ -48,7 +48,7 @@ from dtg.codegen.islast import (
 )
 from dtg.codegen.keeping import arrival_share, keep_cycles
 from dtg.codegen.scalarcode import scalar_code
-from dtg.codegen.simd import Extension, SimdDecision, decide, linear_access
+from dtg.codegen.simd import Extension, SimdDecision, decide, flatten, linear_access
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.lair.limits import counted
 from dtg.mapping import affine, poly
@@ -665,16 +665,22 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     """The landing array's view of the streamed tensor: element ``e`` of the current group
     at ``order(e) - index`` (``index`` the batch's first index); sized for the largest
     batch, its size fixed by :func:`_sized`."""
-    reaching = poly.bind_pe(flow.reaching().reverse())
     order = groupbatch.order_on_pe(flow)
     if isinstance(order, str):
         return order
     inner = order.get_at(flow.index_dims - 1)
-    made = affine.affine_on(inner.gist(reaching.align_params(inner.get_domain_space())),
-                            reaching)
+    # (the position matters where a PE reads what lands: a column's stream may bring
+    # every PE of the column all its rows' blocks, in an order affine on each block)
+    read = _read_on_pe(tg, flow)
+    on_pe = inner.gist(read.align_params(inner.get_domain_space()))
+    made = affine.affine_on(on_pe, read)
+    if made is None and affine.affine_on_lattice(on_pe, read):
+        # (a residue class of the order, i // 2 on the odd i: its divisions stay, exact,
+        # and isl simplifies them away where a copy addresses it over the lattice)
+        made = on_pe
     if made is None:
         return "the position of an element in its group is not affine on a PE"
-    inner = made.gist(reaching.align_params(made.get_domain_space()))
+    inner = made.gist(read.align_params(made.get_domain_space()))
     inner = poly.with_params(inner, [poly.INDEX])
     ls = isl.LocalSpace.from_space(inner.get_domain_space())
     start = isl.Aff.var_on_domain(ls, isl.dim_type.param, inner.get_domain_space(
@@ -689,6 +695,22 @@ def _landing(tg: TaskGraph, flow: InputFlow, max_batch: int) -> LocalTensor | st
     array = poly.LocalArray(name, flow.reaching().reverse(), box, ma, ma)
     return LocalTensor(flow.tensor, array, tensor.dtype, max_batch * ELEMENT_BYTES[tensor.dtype],
                        False, False)
+
+
+def _read_on_pe(tg: TaskGraph, flow: InputFlow) -> isl.Set:
+    """The elements of ``flow`` reaching a PE (parameters: the PE) that a statement
+    placed on it reads; those reaching it where it reads none."""
+    reaching = flow.reaching()
+    read: isl.Map | None = None
+    for pstmt in tg.model.statements:
+        if flow.tensor not in dict(pstmt.reads):
+            continue
+        readers = pstmt.access(flow.tensor).reverse().apply_range(
+            tg.placement_of(pstmt.stmt.name))
+        read = readers if read is None else read.union(readers)
+    if read is not None:
+        read = read.intersect(reaching)
+    return poly.bind_pe((reaching if read is None or read.is_empty() else read).reverse())
 
 
 def _sized(land: LocalTensor, size: int) -> LocalTensor:
@@ -762,6 +784,10 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
     varying = (*poly.index_params(elements), *((COUNT,) if free is None else ()))
     rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(elements,
                                                                       index=varying))
+    if (rect is None or not rect.dense) and free is None and window is None:
+        run = _linear_keep(flow, kept, land, context)
+        if run is not None:
+            return run
     if rect is None:  # (quasi-affine orders over linearized indices can make isl explode)
         return "the kept elements of a batch are too intricate for isl to analyze quickly"
     moved = at_index.intersect(needed)  # (what the copies move, over every batch)
@@ -820,6 +846,69 @@ def keep_copy(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: is
     per_run = _per_run(moved, elements) if window is not None and length is not None else None
     return KeepCopy(size, elements, dst_strides, dst_base, src_strides, src_base,
                     variants, variant, length, per_run)
+
+
+def _linear_keep(flow: InputFlow, kept: LocalTensor, land: LocalTensor, context: isl.Set
+                 ) -> KeepCopy | None:
+    """Where the elements a PE keeps of each group arrive at consecutive positions and
+    lie in its local array at addresses affine in the position (an image streamed
+    row-major as one sequence, a PE keeping whole rows of it: not a box of the batch's
+    elements, but one run of the array): the batch's part of them as one SIMD copy cut
+    to its length; None otherwise."""
+    if flow.kind != "dense":
+        return None
+    names = poly.index_names(flow.index_dims)
+    needed = poly.bind_pe(kept.array.per_pe)
+    order, needed = poly.align_params(flow.order, needed)
+    back = order.intersect_domain(needed).reverse()  # index[...] -> its kept element
+    if back.is_empty() or not back.is_single_valued():
+        return None
+    flat = flatten(kept.to_local_bound, kept.size)
+    flat, back = poly.align_params(flat, back)
+    address = back.apply_range(isl.Map.from_aff(flat)).wrap().flatten()  # [index..., a]
+    address = poly.bind_leading(address, names[:-1])  # [position, address]
+    by_position = isl.Map.from_range(address).move_dims(isl.dim_type.in_, 0,
+                                                        isl.dim_type.out, 0, 1)
+    function = by_position.as_pw_multi_aff()
+    if function.n_piece() != 1:
+        return None
+    pieces: list[isl.Aff] = []
+    function.foreach_piece(lambda _s, ma: pieces.append(ma.get_at(0)))
+    aff = pieces[0]
+    if any(aff.get_div(d).involves_dims(isl.dim_type.in_, 0, 1)
+           for d in range(aff.dim(isl.dim_type.div))):
+        return None
+    stride = aff.get_coefficient_val(isl.dim_type.in_, 0)
+    if not stride.is_int() or stride.is_zero():
+        return None
+    at_zero = isl.PwAff.from_aff(aff.set_coefficient_val(
+        isl.dim_type.in_, 0, isl.Val.zero(aff.get_ctx())).drop_dims(isl.dim_type.in_, 0, 1)
+        ).project_domain_on_params()
+    positions = by_position.domain()
+    rect = poly.within_effort(KEEP_EFFORT, lambda: poly.rectangularity(positions))
+    if rect is None or not rect.dense:
+        return None  # (holes: not one run of consecutive positions)
+    lo, hi = rect.minimum.get_at(0), rect.maximum.get_at(0)
+    index, count = IVar(poly.INDEX), IVar(COUNT)
+    first = normalize(IBin("max", pw_aff_expr(lo, context), index))
+    last = normalize(IBin("min", pw_aff_expr(hi, context),
+                          IBin("-", IBin("+", index, count), IConst(1))))
+    step = int(stride.to_python())
+    dst = normalize(IBin("+", IBin("*", IConst(step), first), pw_aff_expr(at_zero, context)))
+    src = normalize(IBin("-", first, index))
+    length = normalize(IBin("+", IBin("-", last, first), IConst(1)))
+    # (the batch's part, over the PE and the batch: whether it has any, on what share)
+    batch = poly.with_params(positions, [poly.INDEX, COUNT])
+    ls = isl.LocalSpace.from_space(batch.get_space())
+    at = isl.Aff.var_on_domain(ls, isl.dim_type.set, 0)
+    start = isl.Aff.var_on_domain(ls, isl.dim_type.param, batch.get_space().find_dim_by_name(
+        isl.dim_type.param, poly.INDEX))
+    width = isl.Aff.var_on_domain(ls, isl.dim_type.param, batch.get_space().find_dim_by_name(
+        isl.dim_type.param, COUNT))
+    batch = batch.intersect(at.ge_set(start)).intersect(at.lt_set(start.add(width)))
+    batch, ctx = poly.align_params(batch, context)
+    batch = batch.intersect_params(ctx).coalesce()
+    return KeepCopy((land.size[0],), batch, (step,), dst, (1,), src, length=length)
 
 
 def _strided(elements: isl.Set, varying: tuple[str, ...]

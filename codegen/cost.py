@@ -26,9 +26,9 @@ from dtg.codegen.stmtutil import simplify
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.mapping import poly
 from dtg.pe.fabric import FabricConfig
-from dtg.pe.ir import Cond, IExpr, If, Store
+from dtg.pe.ir import Cond, IBin, IExpr, If, INeg, ISel, Store
 from dtg.pe.ir import Stmt as PeStmt
-from dtg.pe.walk import cond_names, cond_ops, iexpr_ops, store_ops
+from dtg.pe.walk import cond_names, cond_ops, iexpr_names, iexpr_ops, store_ops
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)
@@ -78,11 +78,33 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     select = costs().simd_variant_select + (
         expr_ops(chosen) if varying is None else per_arrival_ops(chosen, varying)
     ) if chosen is not None else 0
+    if varying is not None and d.outer_names:
+        # (what is not linear in the innermost outer loop's variable is computed in every
+        # run: ``(PE_X + o1) // 2`` of a lattice's parity, a variant chosen by it)
+        inner = d.outer_names[-1]
+        base_ops += sum(_nonlinear_ops(e, inner) for e in (*bases, *(
+            [chosen] if chosen is not None else [])))
     per_run = (1 + len(d.more)) * (c.simd_startup + base_ops + select) + elements
     if d.outer is None:
         return per_run
     outer = box_volume(d.outer) if outer_runs is None else outer_runs
     return ceil(outer * (per_run + c.for_iteration)) + c.for_setup
+
+
+def _nonlinear_ops(e: IExpr, name: str) -> int:
+    """The operations of the parts of ``e`` that read ``name`` through a division, a
+    remainder, a minimum, a maximum or a choice: what no loop-invariant motion or
+    running sum takes out of a loop over ``name``."""
+    match e:
+        case IBin(op, lhs, rhs):
+            if op in ("//", "%", "min", "max") and name in iexpr_names(e):
+                return iexpr_ops(e)
+            return _nonlinear_ops(lhs, name) + _nonlinear_ops(rhs, name)
+        case INeg(operand):
+            return _nonlinear_ops(operand, name)
+        case ISel():
+            return iexpr_ops(e) if name in iexpr_names(e) else 0
+    return 0
 
 
 def scalar_cycles(stmt: Stmt, instances: isl.Set, trigger: str | None, *,

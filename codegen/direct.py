@@ -16,7 +16,7 @@ meet share a color: a few colors, all senders at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Literal
 
@@ -149,6 +149,44 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
             (Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant),),
             receive, condition_of(senders, context), condition_of(receivers, context),
             size, receivers))
+    return tuple(parts)
+
+
+def halo_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
+                  fresh: Callable[[], int], shape: tuple[int, ...] | None = None
+                  ) -> tuple[DirectExchange, ...] | None:
+    """The exchange of ``ex`` without turns where receivers need parts of others' blocks,
+    or of several others' (a halo: the last row of the PE above, the last column of the
+    PE to the west, their corner): one exchange without turns per displacement from
+    sender to receiver, each sender's part for it the box of what it holds that the PE so
+    far off reads, on colors of their own (``fresh``, which may have given some before a
+    displacement fails: try with throwaway ones first). None where a displacement's parts
+    are not such boxes, or beyond :data:`MAX_DISPLACEMENTS` or the colors an exchange may take."""
+    if ex.reduce:
+        return None
+    sources = ex.needed.apply_range(ex.produced.reverse())
+    identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
+    sources, identity = poly.align_params(sources, identity)
+    pairs = sources.subtract(identity).coalesce().reverse()  # sender -> receiver
+    if pairs.is_empty():
+        return None
+    try:
+        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
+    except poly.TooManyPointsError:
+        return None
+    parts: list[DirectExchange] = []
+    for n, (dx, dy) in enumerate(moves):
+        moved = pairs.intersect(translate(dx, dy)).coalesce()
+        # (what each sender holds that its receiver so far off reads, and that, as
+        # the receiver needs it from there)
+        produced = ex.produced.intersect(moved.apply_range(ex.needed)).coalesce()
+        needed = moved.reverse().apply_range(produced).coalesce()
+        color = ex.color if n == 0 else fresh()
+        made = direct_exchange(replace(ex, produced=produced, needed=needed, color=color),
+                               local, region, name=f"{name}_{n}", fresh=fresh, shape=shape)
+        if made is None or len(parts) + len(made) > MAX_DIRECT_COLORS * 2:
+            return None
+        parts.extend(made)
     return tuple(parts)
 
 

@@ -224,6 +224,15 @@ class Gathering(EmitterState):
                 not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
                         for d in range(flat.dim(isl.dim_type.div)))
                 for _, flat in flats)
+        if not linear and n == 1 and out.kind == "dense":
+            # (a linearized order, `index[(i mod 4) * 32 + j]`: the PE's elements a box
+            # sent row-major, one SIMD instruction over the box)
+            rows = _row_major(k_to_t, to_local, local)
+            if rows is not None:
+                rect, flats, strides = rows
+                n, linear = len(strides), True
+                sizes = rect.constant_size or sizes
+                variants, variant = (sizes,), None
         if linear:
             flat_pw: isl.PwAff | None = None
             for where, flat in flats:
@@ -348,3 +357,61 @@ def _position(side: str, region: Region) -> IExpr:
     if side == "W":
         return IBin("-", IConst(region.width - 1), IVar("PE_X"))
     return IBin("-", IConst(region.height - 1), IVar("PE_Y"))
+
+
+RowMajor = tuple[poly.Rectangularity, list[tuple[isl.Set, isl.Aff]], tuple[int, ...]]
+
+
+def _row_major(k_to_t: isl.Map, to_local: isl.Map, local: LocalTensor) -> RowMajor | None:
+    """Where the elements a PE sends (``k_to_t``: position -> element) are a box of one
+    size whose positions follow it row-major (an output order written linearized,
+    ``index[(i mod 4) * 32 + j]``): the box's rectangularity, its elements' flat local
+    positions by piece and their strides; None otherwise."""
+    elements = k_to_t.range()
+    rect = poly.rectangularity(elements, index=())
+    size = rect.constant_size
+    if not rect.rectangular or size is None:
+        return None
+    positions = k_to_t.domain()
+    first = positions.dim_min(0)
+    space = elements.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    # position = first + sum over d of row_major(size)[d] * (t_d - minimum_d)
+    expected = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+    for d, stride in enumerate(row_major(size)):
+        coordinate = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+        low = rect.minimum.get_at(d)
+        coordinate, low = poly.align_params(coordinate, low)
+        lifted = low.pullback_multi_aff(isl.MultiAff.zero(isl.Space.map_from_domain_and_range(
+            coordinate.get_domain_space(), low.get_domain_space())))
+        expected, coordinate = poly.align_params(expected, coordinate)
+        lifted = lifted.align_params(coordinate.get_space())
+        expected = expected.add(coordinate.sub(lifted).scale_val(
+            isl.Val.int_from_si(CTX, stride)))
+    start, expected = poly.align_params(first, expected)
+    expected = expected.add(start.pullback_multi_aff(isl.MultiAff.zero(
+        isl.Space.map_from_domain_and_range(expected.get_domain_space(),
+                                            start.get_domain_space()))))
+    by_element, expected = poly.align_params(k_to_t.reverse(), expected)
+    row_major_order = isl.Map.from_pw_aff(expected).intersect_domain(by_element.domain())
+    if by_element.has_tuple_id(isl.dim_type.out):
+        row_major_order = row_major_order.set_tuple_id(
+            isl.dim_type.out, by_element.get_tuple_id(isl.dim_type.out))
+    if not by_element.is_equal(row_major_order):
+        return None
+    placed = to_local.intersect_domain(elements.align_params(to_local.get_space()))
+    pieces: list[tuple[isl.Set, isl.MultiAff]] = []
+    placed.as_pw_multi_aff().foreach_piece(lambda where, ma: pieces.append((where, ma)))
+    flats = [(where, affine.affine_on(flat, where) or flat)
+             for where, ma in pieces for flat in [flatten(ma, local.size)]]
+    n = len(size)
+    strides = tuple(int(flats[0][1].get_coefficient_val(isl.dim_type.in_, k).to_python())
+                    for k in range(n))
+    for _, flat in flats:
+        if tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                 for k in range(n)) != strides or any(
+                flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                for d in range(flat.dim(isl.dim_type.div))):
+            return None
+    return rect, flats, strides
+

@@ -202,7 +202,8 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         options: list[tuple[float, str, int]] = [
             (_saving(d) / max(1, d.configs), task, d.configs)
             for task, d in decisions.items() if d.used]
-        for group, (configs, saving) in _output_saving(module, tensors).items():
+        for group, (configs, saving) in _output_saving(module, tensors,
+                                                       _indexed_exchange(tg)).items():
             if group not in scalar_outputs:
                 options.append((saving / configs, group, configs))
         if fill:
@@ -297,7 +298,18 @@ def _saving(d: SimdDecision) -> float:
     return max(0, predicted["scalar"] - predicted["simd"])
 
 
-def _output_saving(module: PeModule, tensors: Sequence[str]
+def _indexed_exchange(tg: TaskGraph) -> dict[str, float]:
+    """Per ``exchange:T`` of complete elements, about what its indexed protocol costs a
+    PE: every element its line (or the region) holds received by a task, kept or not.
+    A halo's block exchanges send small parts; the protocol they spare sends it all."""
+    per_element = costs().task_dispatch + 2 * (costs().for_iteration + 4) + 10
+    lines = {"row": tg.compute.height, "column": tg.compute.width, "region": 1}
+    return {f"exchange:{ex.tensor}": box_volume(ex.produced.range()) / lines[ex.axis]
+            * per_element for ex in tg.exchanges if not ex.reduce}
+
+
+def _output_saving(module: PeModule, tensors: Sequence[str],
+                   indexed: dict[str, float] | None = None
                    ) -> dict[str, tuple[int, float]]:
     """Per group of a tensor's output (``out_T_k``), combining (``combine_T_k``) or
     block-exchange (``out_T_send``, ``out_T_recv``) instructions, keyed ``"out:T"``,
@@ -320,6 +332,8 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
             if tensor is None:
                 continue
             tail = rest[len(tensor) + 1:].removeprefix("sum_")  # (partial results' exchange)
+            tail = tail.lstrip("0123456789").removeprefix("_") if tail[:1].isdigit() else tail
+            # (a halo's exchanges: one per displacement, ``out_T_<n>_send``)
             n = max(prod(v) for v in c.variants)
             if tail.startswith(("send", "recv")):
                 group = f"exchange:{tensor}"
@@ -330,6 +344,9 @@ def _output_saving(module: PeModule, tensors: Sequence[str]
                 group = f"{prefix}:{tensor}"
                 saving[group] = max(saving.get(group, 0.0), float(n * per_element))
             configs[group] = configs.get(group, 0) + len(c.variants)
+    for group, protocol in (indexed or {}).items():
+        if group in saving:
+            saving[group] = max(saving[group], protocol)
     return {g: (n, saving[g]) for g, n in configs.items()}
 
 

@@ -4,10 +4,11 @@ sending what they hold along their lines; every PE keeps what it reads."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import count
 from typing import Literal
 
 from dtg.codegen.blocks import block_exchange, reduce_block_exchange
-from dtg.codegen.direct import DirectExchange, direct_exchange
+from dtg.codegen.direct import DirectExchange, direct_exchange, halo_exchange
 from dtg.codegen.emitstate import EmitterState
 from dtg.codegen.islast import (
     aff_expr,
@@ -73,6 +74,30 @@ class Sharing(EmitterState):
         if direct is not None:
             self._direct(ex, k, after, direct)
             return
+        turns = turn_order(ex, self.region)
+        block = None
+        if self._simd_out("exchange", ex.tensor) and ex.reduce:
+            block = reduce_block_exchange(ex, local, self.region, name=t, got=got, turns=turns,
+                                          op=self._reduction_op(ex.tensor))  # type: ignore[arg-type]
+        elif self._simd_out("exchange", ex.tensor):
+            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
+            if block is None and not turns.every:  # blocks kept in part: every PE's turn
+                block = block_exchange(ex, local, self.region, name=t, got=got,
+                                       turns=every_pe(self.region, ex.axis))
+                turns = every_pe(self.region, ex.axis) if block is not None else turns
+        if self._simd_out("exchange", ex.tensor):
+            # (a halo: one exchange without turns per displacement, where the turns
+            # would send every element (value, index) pairs, or are predicted slower)
+            spare = count(1 << 20)
+            trial = halo_exchange(ex, local, self.region, name=t, fresh=lambda: next(spare),
+                                  shape=self.tg.model.graph.tensor(ex.tensor).shape)
+            if trial is not None and (block is None or _halo_cycles(trial) < _turn_cycles(
+                    turns, block.size)):
+                parts = halo_exchange(ex, local, self.region, name=t, fresh=self._fresh_color,
+                                      shape=self.tg.model.graph.tensor(ex.tensor).shape)
+                assert parts is not None  # (as the trial)
+                self._direct(ex, k, after, parts)
+                return
         if ex.axis == "region":
             self.routes += broadcast_routes(c, self.region.width, self.region.height, context)
         else:
@@ -89,17 +114,6 @@ class Sharing(EmitterState):
                 Route(c, back, ("RAMP", fwd), Not(last)), Route(c, back, ("RAMP",), last),
                 Route(c, fwd, ("RAMP", back), Not(first)), Route(c, fwd, ("RAMP",), first),
             ]
-        turns = turn_order(ex, self.region)
-        block = None
-        if self._simd_out("exchange", ex.tensor) and ex.reduce:
-            block = reduce_block_exchange(ex, local, self.region, name=t, got=got, turns=turns,
-                                          op=self._reduction_op(ex.tensor))  # type: ignore[arg-type]
-        elif self._simd_out("exchange", ex.tensor):
-            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
-            if block is None and not turns.every:  # blocks kept in part: every PE's turn
-                block = block_exchange(ex, local, self.region, name=t, got=got,
-                                       turns=every_pe(self.region, ex.axis))
-                turns = every_pe(self.region, ex.axis) if block is not None else turns
         if block is not None:
             self.configs.extend(block.configs)
             self.extra_arrays.append(block.land)
@@ -170,17 +184,18 @@ class Sharing(EmitterState):
                 send = If(first.sender, (send,))
             sender, receiver = _flag(first.sender), _flag(first.receiver)
         else:  # (each sender on the color of its part; every part has its senders)
-            senders = [part.sender for part in parts if part.sender is not None]
-            if len(senders) < len(parts):
-                raise CompilerBug(f"exchange of '{ex.tensor}': a part of several senders "
-                                  "sends from every PE")
-            sends: list[Stmt] = [If(c, (*part.send, SendEnd(part.color)))
-                                 for c, part in zip(senders, parts, strict=True)]
-            anyone: Cond = senders[0]
-            for c in senders[1:]:
-                anyone = BoolOp("||", anyone, c)
-            send = If(anyone, (If(mine, (*sends, SetInt(sent, "=", IConst(1)))),))
-            sender = _any(senders)
+            sends: list[Stmt] = [s for part in parts for s in guarded(
+                part.sender, (*part.send, SendEnd(part.color)))]
+            anyone: Cond | None = None
+            if all(part.sender is not None for part in parts):
+                for part in parts:
+                    assert part.sender is not None
+                    anyone = part.sender if anyone is None else BoolOp("||", anyone,
+                                                                       part.sender)
+            send = If(mine, (*sends, SetInt(sent, "=", IConst(1))))
+            if anyone is not None:
+                send = If(anyone, (send,))
+            sender = _flag(anyone)
             receiver = _any(part.receiver for part in parts)  # (blocks it lands)
         total = simplify(IBin("+", sender, receiver))
         turn = (If(Cmp("==", IVar("phase"), IConst(k)), (
@@ -226,6 +241,25 @@ class Sharing(EmitterState):
             Task(f"turn_{t}", "local", turn),
             Task(f"step_{t}", "local", tuple(after)),
         ]
+
+
+# a part's send and copy set-up, its end mark's control task and the hand-over between
+# colors, about (gemv_out_north: 3 parts of 8 ran 289 cycles where 4 turns ran 248)
+HALO_PART = 25
+TURN = 20  # a turn's end mark, control task and hand-over, about
+
+
+def _halo_cycles(parts: Sequence[DirectExchange]) -> int:
+    """About what a halo's exchanges cost a PE that sends and lands every part: each
+    part sent by the core and copied into place."""
+    return sum(2 * (part.size + HALO_PART) for part in parts)
+
+
+def _turn_cycles(turns: TurnOrder, size: int) -> int:
+    """About what a block exchange with turns costs: one block per turn of its line."""
+    per_line = {"row": turns.width, "column": turns.height}.get(
+        turns.axis, turns.width * turns.height)
+    return per_line * (size + TURN)
 
 
 def _any(conds: Iterable[Cond | None]) -> IExpr:

@@ -12,7 +12,7 @@ import networkx as nx
 
 from dtg.errors import UnsupportedMappingError
 from dtg.lair.lower import CTX, PolyModel
-from dtg.mapping import poly
+from dtg.mapping import affine, poly
 from dtg.mapping.mesh import (
     VERTICAL,
     Side,
@@ -128,6 +128,19 @@ class InputFlow:
                 order.domain()).is_equal(order):
             return None
         return first
+
+    def position_affine(self) -> bool:
+        """Whether an element's position in its group is, on a PE, an affine function of
+        the element, or of the coordinates of the lattice the PE's elements lie on (an
+        order's residue class: the odd positions first, then the even ones): what a
+        landing array needs."""
+        order = self.order_on_pe()
+        if order is None:
+            return False
+        reaching = poly.bind_pe(self.reaching().reverse())
+        inner = order.get_at(self.index_dims - 1)
+        return affine.affine_on(inner, reaching) is not None or \
+            affine.affine_on_lattice(inner, reaching)
 
     def arrivals(self) -> isl.Map:
         """``{ PE[x, y] -> index[...] }``: original index values arriving at compute PEs."""

@@ -13,7 +13,7 @@ import islpy as isl
 
 from dtg.errors import UnsupportedMappingError
 from dtg.lair.lower import CTX, PolyModel
-from dtg.mapping import poly
+from dtg.mapping import affine, poly
 from dtg.mapping.flows import (
     Adapter,
     Colors,
@@ -134,6 +134,20 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
 
     for key, side, part in parts:
         by_order = _order_parts(part) if split and how[key] != "adapters" else [part]
+        if len(by_order) == 1 and split and how[key] != "adapters":
+            classes = _residue_parts(part, accessing_pes(model, mapping, part.tensor,
+                                                         write=False))
+            if len(classes) > 1:
+                # (an order affine on residue classes only: apart where each class's
+                # flows then have a position a landing array can use and the whole's not)
+                trial = plan(key, side, part, how[key], Colors())
+                ways = [_how_direct(c, side, model, mapping) for c in classes]
+                if not all(f.position_affine() for f in trial) and all(
+                        f.position_affine() for k, c in enumerate(classes)
+                        for f in plan(f"{key}_o{k}", side, c, ways[k], Colors())):
+                    for k, c in enumerate(classes):
+                        flows.extend(plan(f"{key}_o{k}", side, c, ways[k], colors))
+                    continue
         if len(by_order) > 1:
             # (sources sending elements of several by_order of the order: apart where a
             # PE would otherwise count its position by a function written by cases, and
@@ -147,9 +161,31 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
                     flows.extend(plan(f"{key}_o{k}", side, piece, ways[k], colors))
                 continue
         flows.extend(plan(key, side, part, how[key], colors))
+    flows = [replace(f, order=plain_order(f.order)) for f in flows]
     flows = _unique_names(flows, [t.name for t in model.graph.tensors])
     adapters = tuple(f.adapter for f in flows if f.adapter is not None)
     return InputPlan(compute, adapters, tuple(flows), beside_regions, regions)
+
+
+def plain_order(order: isl.Map) -> isl.Map:
+    """``order`` written as one function on its coalesced domain, with no division that is
+    fixed there, where one such function gives all of it (``a mod 16`` on the rows
+    ``48 .. 63`` and a trailing row's ``16`` are both ``a - 48``); ``order`` otherwise.
+    The same relation: the sets built from it (a task's instances, a batch's window) then
+    have no existential variables and no cases for isl to carry along."""
+    domain = order.domain().coalesce()
+    pieces: list[isl.MultiAff] = []
+    order.as_pw_multi_aff().foreach_piece(lambda _s, ma: pieces.append(ma))
+    for ma in pieces:
+        plain = ma
+        for d in range(ma.dim(isl.dim_type.out)):
+            made = affine.affine_on(ma.get_at(d), domain)
+            if made is not None:
+                plain = plain.set_at(d, made)
+        candidate = isl.Map.from_multi_aff(plain).intersect_domain(domain)
+        if candidate.is_equal(order):
+            return candidate.coalesce()
+    return order
 
 
 def _unique_names(flows: list[InputFlow], tensors: list[str]) -> list[InputFlow]:
@@ -393,6 +429,48 @@ def _order_parts(stream: Stream) -> list[Stream]:
             for piece, _ in pieces]
 
 
+def _residue_parts(stream: Stream, need: isl.Map) -> list[Stream]:
+    """``stream`` in parts, one per piece of its order and residue class of the divisions
+    of that piece that a reading PE (``need``: element -> PE) sees take several values,
+    where there are up to :data:`MAX_RESIDUE_PARTS`: an order such as the odd positions
+    first, then the even ones (``128 - 128 (i mod 2) + i // 2``), or a stride-4
+    permutation, is affine on each class's lattice, so each part can land in batches.
+    ``[stream]`` otherwise."""
+    elements = stream.relation.domain()
+    order = stream.order.intersect_domain(elements)
+    pieces: list[tuple[isl.Set, isl.MultiAff]] = []
+    order.as_pw_multi_aff().foreach_piece(lambda where, ma: pieces.append((where, ma)))
+    need = need.intersect_domain(elements)
+    parts: list[isl.Set] = []
+    for where, ma in pieces:
+        inner = ma.get_at(ma.dim(isl.dim_type.out) - 1)
+        n = inner.dim(isl.dim_type.in_)
+        classes = [where]
+        for d in range(inner.dim(isl.dim_type.div)):
+            division = inner.get_div(d)
+            if not division.involves_dims(isl.dim_type.in_, 0, n):
+                continue
+            value = isl.Map.from_aff(division.floor()).intersect_domain(where)
+            if need.reverse().apply_range(value.align_params(need.get_space())
+                                          ).is_single_valued():
+                continue  # (one value per reading PE: affine on each PE already)
+            denominator = division.get_denominator_val()
+            modulus = int(denominator.to_python())
+            if len(parts) + len(classes) * modulus > MAX_RESIDUE_PARTS:
+                return [stream]
+            # (the numerator less the denominator times the floor: the residue)
+            residue = division.scale_val(denominator).sub(
+                division.floor().scale_val(denominator))
+            classes = [c.intersect(residue.add_constant_val(isl.Val.int_from_si(
+                residue.get_ctx(), -r)).zero_basic_set().to_set().align_params(c.get_space()))
+                for c in classes for r in range(modulus)]
+        parts.extend(c for c in classes if not c.is_empty())
+    if len(parts) <= len(pieces):
+        return [stream]
+    return [replace(stream, relation=stream.relation.intersect_domain(c)) for c in parts]
+
+
+MAX_RESIDUE_PARTS = 8  # parts of an order by its pieces' residue classes, at most
 MAX_ORDER_PARTS = 4  # pieces of an order taken apart onto colors of their own, at most
 
 

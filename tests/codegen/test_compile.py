@@ -181,11 +181,12 @@ def test_uneven_tiles_send_outputs_by_simd_with_a_size_per_pe() -> None:
 def test_block_exchange_kept_in_parts_takes_only_the_holders_turns(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The MLP's hidden vector is held by one column of 4 x 4 PEs and read in parts
-    along the first row: with turns (direct exchanges off), 4 turns (the holders'), not
+    along the first row: with turns (exchanges without them off), 4 turns (the holders'), not
     16, with blocks sent by SIMD."""
     import dtg.codegen.sharing
 
     monkeypatch.setattr(dtg.codegen.sharing, "direct_exchange", lambda *a, **k: None)
+    monkeypatch.setattr(dtg.codegen.sharing, "halo_exchange", lambda *a, **k: None)
     c = compile_file(EXAMPLES / "movement" / "mlp.lair")
     assert c.module is not None
     text = print_module(c.module)

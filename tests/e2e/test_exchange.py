@@ -116,8 +116,10 @@ def turns_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("turns_only")
-def test_a_receiver_keeps_only_the_part_of_each_block_inside_its_array(tmp_path: Path
-                                                                       ) -> None:
+def test_a_receiver_keeps_only_the_part_of_each_block_inside_its_array(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With turns (a halo's exchanges without them off): the part of each block."""
+    monkeypatch.setattr(dtg.codegen.sharing, "halo_exchange", lambda *a, **k: None)
     lair, mapping = CASES["shift_5x2"]
     (tmp_path / "mm.lair").write_text(lair)
     (tmp_path / "mm.map").write_text(mapping)
@@ -173,8 +175,9 @@ HOLDERS = {
 @pytest.mark.usefixtures("turns_only")
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
 @pytest.mark.parametrize("name", sorted(HOLDERS))
-def test_only_the_pes_holding_elements_take_turns(tmp_path: Path, name: str,
-                                                  simd: bool) -> None:
+def test_only_the_pes_holding_elements_take_turns(tmp_path: Path, name: str, simd: bool,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dtg.codegen.sharing, "halo_exchange", lambda *a, **k: None)
     lair, mapping = HOLDERS[name]
     (tmp_path / "g.lair").write_text(lair)
     (tmp_path / "g.map").write_text(mapping)
@@ -222,8 +225,9 @@ def test_each_holder_sends_its_block_straight_to_the_pes_needing_it(
 
 
 def test_a_receiver_of_several_blocks_takes_turns(tmp_path: Path) -> None:
-    """Each PE of a row reads the blocks of the three others: no direct exchange (a
-    receiver lands one sender's block), the turns as before."""
+    """Each PE of a row reads the blocks of the three others: an exchange without turns
+    per displacement would send each block three times (measured slower: 447 against
+    313 cycles), so the turns broadcast each block once, as before."""
     lair, mapping = CASES["row_4x2_streamed"]
     text = _turn_counts(tmp_path, lair, mapping)
     assert "got_T + sent_T == 4" in text

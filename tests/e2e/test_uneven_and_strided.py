@@ -5,7 +5,9 @@
   instructions and the exchange's blocks get one size variant per tile size, selected
   by the PE (and, for a block received, by its sender);
 - a cyclic placement whose streams a PE keeps every k-th element of: each batch's kept
-  elements are copied by one SIMD instruction with a stride (a box of the lattice).
+  elements are copied by one SIMD instruction with a stride (a box of the lattice);
+- a stream's order permuted by residue classes (odd positions first, a stride-4
+  interleave): each class goes apart on a color of its own and lands in batches.
 
 Both engines, SIMD and scalar, against the reference interpreter."""
 
@@ -173,8 +175,50 @@ def test_trailing_elements_go_apart_and_batched(tmp_path: Path) -> None:
     assert compiled.arrivals.batches  # (batched, not a task per wavelet)
 
 
+# A correlation with a flipped filter whose input comes odd positions first, then even
+# ones (`32 - 32 (i mod 2) + i // 2`): on a PE's window that position is affine only on
+# each parity's lattice, so each parity goes apart on a color of its own and lands in
+# batches (kept by a copy with a stride).
+PARITY = ("""
+    lair flip(): float16 x[2][64], float16 f[4][2][3] -> float16 y[4][62]
+    { all (k, c, w, r) in (4, 2, 62, 3) y[k][w] += x[c][w + 2 - r] * f[k][c][2 - r] }
+    """, """
+    rectangle { PE[2, 2] }
+    placement { flip[k, c, w, r] -> PE[w//31, k//2] }
+    input  x dense { x[c = 0:1, i = 0:63] -> [PE[-1, 0] -> index[c, 32 - 32*(i mod 2) + i//2]] }
+    input  f resident
+    output y dense { y[k = 0:3, w = 0:61] -> [PE[2, k//2] -> index[k mod 2, w]] }
+    """)
+
+# A GEMV whose x comes in a stride-4 order within each column's block, the last block
+# (12 elements) written by a clause of its own: each piece of the order in four residue
+# classes, eight parts.
+STRIDED_ORDER = ("""
+    lair gemv(): float16 W[16][44], float16 x[44] -> float16 y[16]
+    { all (i, j) in (16, 44) y[i] += W[i][j] * x[j] }
+    """, """
+    rectangle { PE[3, 2] }
+    placement { gemv[i, j] -> PE[j//16, i//8] }
+    input  W resident
+    input  x dense { x[j = 0:43] -> [PE[j//16, 2] -> index[(j mod 4) * 4 + (j mod 16)//4]] : j < 32;
+                     x[j = 0:43] -> [PE[2, 2] -> index[(j mod 4) * 3 + (j - 32)//4]] : j >= 32 }
+    output y dense { y[i = 0:15] -> [PE[3, i//8] -> index[i mod 8]] }
+    """)
+
+
+@pytest.mark.parametrize("name", ["parity", "strided_order"])
+def test_residue_classes_of_an_order_go_apart_and_batched(tmp_path: Path, name: str) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *PAIRS[name]))
+    assert compiled.tasks is not None and compiled.arrivals is not None
+    flows = compiled.tasks.input_flows("x")
+    assert len(flows) == {"parity": 2, "strided_order": 8}[name]
+    assert all(f.position_affine() for f in flows)
+    assert {b.flow for b in compiled.arrivals.batches} == {f.name for f in flows}
+
+
 PAIRS = {"uneven": UNEVEN, "cyclic": CYCLIC, "transpose": TRANSPOSE,
-         "moved_uneven": MOVED_UNEVEN, "out_by_halves": OUT_BY_HALVES, "trailing": TRAILING}
+         "moved_uneven": MOVED_UNEVEN, "out_by_halves": OUT_BY_HALVES, "trailing": TRAILING,
+         "parity": PARITY, "strided_order": STRIDED_ORDER}
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import islpy as isl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dtg.mapping.affine import affine_on, one_piece
+from dtg.mapping.affine import affine_on, affine_on_lattice, one_piece
 
 
 def values(aff: isl.Aff, domain: isl.Set) -> dict[tuple[int, ...], int]:
@@ -74,3 +76,48 @@ def test_against_brute_force(tile: int, modulus: int, scale: int, shift: int) ->
     if made is not None:
         assert no_set_divisions(made)
         assert values(made, domain) == values(aff, domain)
+
+
+def test_an_order_by_parity_is_affine_on_each_class() -> None:
+    """The odd positions first, then the even ones: ``i // 2`` is ``(i - 1) / 2`` on the
+    odd ``i`` of a PE's window, not affine on the window itself."""
+    order = isl.Aff("[P] -> { x[i] -> [(128 - 128*(i mod 2) + floor(i/2))] }")
+    window = "0 <= P <= 3 and 63*P <= i <= 63*P + 66"
+    assert not affine_on_lattice(order, isl.Set(f"[P] -> {{ x[i] : {window} }}"))
+    for parity in (0, 1):
+        assert affine_on_lattice(order, isl.Set(
+            f"[P] -> {{ x[i] : {window} and (i - {parity}) mod 2 = 0 }}"))
+
+
+def lattice_affine_by_brute_force(aff: isl.Aff, domain: isl.Set) -> bool:
+    """Whether ``aff`` is, at each parameter value, ``a + b * t`` over the consecutive
+    points of the domain (all one lattice step apart): their values one constant apart."""
+    by_param: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+    for point, value in values(aff, domain).items():
+        by_param.setdefault(point[:-1], []).append((point[-1], value))
+    steps = set()
+    for pairs in by_param.values():
+        pairs.sort()
+        steps |= {b[1] - a[1] for a, b in pairwise(pairs)}
+    return len(steps) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(step=st.sampled_from([1, 2, 3, 4]), residue=st.integers(0, 3),
+       modulus=st.sampled_from([2, 3, 4, 8]), scale=st.integers(-3, 3),
+       shift=st.integers(-2, 2), tile=st.sampled_from([8, 12, 16]))
+def test_lattice_against_brute_force(step: int, residue: int, modulus: int, scale: int,
+                                     shift: int, tile: int) -> None:
+    """Every ``step``-th element of a PE's tile, a position written with ``i // modulus``
+    and ``i mod modulus``: affine on the lattice only where brute force finds the
+    positions of consecutive lattice points one constant apart, and there wherever a PE
+    has three points or more (on two, any function is affine, which isl need not see)."""
+    residue %= step
+    domain = isl.Set(f"[P] -> {{ x[i] : 0 <= P <= 3 and {tile}*P <= i < {tile}*P + {tile} "
+                     f"and (i - {residue}) mod {step} = 0 }}")
+    aff = isl.Aff(f"[P] -> {{ x[i] -> [({scale}*floor(i/{modulus}) + "
+                  f"{shift}*(i mod {modulus}))] }}")
+    found, truth = affine_on_lattice(aff, domain), lattice_affine_by_brute_force(aff, domain)
+    assert truth or not found
+    if tile // step >= 3:
+        assert found == truth

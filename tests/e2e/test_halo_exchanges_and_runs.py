@@ -1,0 +1,116 @@
+"""Patterns a helper's kernels ran 20 to 200 times their bound in (issue 27):
+
+- an internal tensor whose readers need parts of their neighbours' blocks (a halo: an
+  activation's last rows and columns read by the next PE's convolution window) went by
+  the indexed protocol, every PE's whole block to the whole region in turns; now one
+  exchange without turns per displacement, each sender's part a box, on colors of
+  their own;
+- a stream whose order is one linearized sequence (an image row-major, `i * 18 + j`),
+  kept whole by PEs that read a few rows of it: a batch's kept elements are no box, but
+  one run of the local array, copied by one SIMD instruction cut to its length;
+- a column's stream that brings each PE every row's block, reversed per block: the
+  position is affine on the elements a PE reads, so it lands in batches;
+- an output whose order is linearized (`index[(i mod 4) * 32 + j]`) went by a scalar
+  loop; each PE's box sent row-major is one SIMD instruction.
+
+Both engines, SIMD and scalar, against the reference interpreter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import alike_on_both_engines, write_pair
+
+import dtg
+
+HALO = ("""
+    lair act(): float16 x[2][16][16] -> float16 a[2][16][16]
+    { all (c, i, j) in (2, 16, 16) a[c][i][j] = max(x[c][i][j], 0) }
+    lair conv(): float16 a[2][16][16], float16 w[2][3][3] -> float16 y[14][14]
+    { all (i, j, c, p, q) in (14, 14, 2, 3, 3) y[i][j] += a[c][i + p][j + q] * w[c][p][q] }
+    """, """
+    rectangle { PE[4, 4] }
+    placement { act[c, i, j] -> PE[j//4, i//4]; conv[i, j, c, p, q] -> PE[j//4, i//4] }
+    input  x resident
+    input  w resident
+    output y resident
+    """)
+
+LINEAR = ("""
+    lair dw(): float16 x[4][18][18], float16 w[4][3][3] -> float16 y[4][16][16]
+    { all (c, i, j, p, q) in (4, 16, 16, 3, 3) y[c][i][j] += x[c][i + p][j + q] * w[c][p][q] }
+    """, """
+    rectangle { PE[4, 8] }
+    placement { dw[c, i, j, p, q] -> PE[c, i//2] }
+    input  x dense { x[c = 0:3, i = 0:17, j = 0:17] -> [PE[c, -1] -> index[i*18 + j]] }
+    input  w resident
+    output y dense { y[c = 0:3, i = 0:15, j = 0:15] -> [PE[c, 8] -> index[i*16 + j]] }
+    """)
+
+BLOCKS = ("""
+    lair gemv(): float16 W[32][48], float16 x[48] -> float16 y[32]
+    { all (i, j) in (32, 48) y[i] += W[i][j] * x[j] }
+    """, """
+    rectangle { PE[4, 3] }
+    placement { gemv[i, j] -> PE[(j//4) mod 4, j//16] }
+    input  x dense { x[j = 0:47] -> [PE[(j//4) mod 4, -1] -> index[11 - ((j//16)*4 + j mod 4)]] }
+    input  W resident
+    output y dense { y[i = 0:31] -> [PE[4, i//16] -> index[i mod 16]] }
+    """)
+
+# k split over the columns; C's partial sums chained east and leaving in a linearized
+# order, `index[(i mod 4) * 8 + j]`: each PE's 4 x 8 box row-major, one instruction.
+ROWS = ("""
+    lair gemm(): float16 A[16][16], float16 B[16][8] -> float16 C[16][8]
+    { all (i, j, k) in (16, 8, 16) C[i][j] += A[i][k] * B[k][j] }
+    """, """
+    rectangle { PE[4, 4] }
+    placement { gemm[i, j, k] -> PE[k//4, i//4] }
+    input  A resident
+    input  B dense { B[k = 0:15, j = 0:7] -> [PE[k//4, -1] -> index[(k mod 4)*8 + j]] }
+    output C dense { C[i = 0:15, j = 0:7] -> [PE[4, i//4] -> index[(i mod 4)*8 + j]] }
+    """)
+
+PAIRS = {"halo": HALO, "linear": LINEAR, "blocks": BLOCKS, "rows": ROWS}
+
+
+def test_a_halo_goes_by_displacement_without_turns(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *HALO))
+    assert compiled.module is not None
+    program = compiled.module.programs[0]
+    sends = sorted(c.name for c in program.configs if c.name.endswith("_send"))
+    # (from the PEs east, south and south-east: the last rows, columns and corner)
+    assert sends == ["out_a_0_send", "out_a_1_send", "out_a_2_send"], sends
+    text = dtg.module_text(compiled)
+    assert "send(" not in text and "got_a ==" not in text
+
+
+def test_a_linearized_stream_is_kept_by_runs(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *LINEAR))
+    assert compiled.arrivals is not None and compiled.tasks is not None
+    assert compiled.tasks.buffered == ("x",)
+    (batch,) = compiled.arrivals.batches
+    assert batch.keep is not None and batch.keep.length is not None
+    assert batch.keep.dst_strides == (1,) and batch.keep.src_strides == (1,)
+
+
+def test_blocks_reversed_per_row_land_in_batches(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *BLOCKS))
+    assert compiled.arrivals is not None
+    assert [b.flow for b in compiled.arrivals.batches] == ["x"]
+
+
+def test_a_linearized_output_order_is_sent_by_one_instruction(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *ROWS))
+    assert compiled.module is not None
+    program = compiled.module.programs[0]
+    outs = [c for c in program.configs if c.name.startswith("out_C")]
+    assert outs and all(c.variants == ((4, 8),) for c in outs), outs
+    assert "send(" not in dtg.module_text(compiled)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_verified_alike_on_both_engines(tmp_path: Path, name: str, simd: bool) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *PAIRS[name]), simd=simd)
