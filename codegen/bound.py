@@ -1,6 +1,6 @@
 """The mapping's lower bound on cycles, from the program and the mapping alone.
 
-Five terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
+Six terms (docs/pecode.md, "The bound"), each a number of cycles no code for this
 mapping can beat on the fabric it is simulated on:
 
 - **compute**: on the busiest PE, the element operations of its statement instances
@@ -15,7 +15,10 @@ mapping can beat on the fabric it is simulated on:
 - **latency**: the longest way any element travels, in hops, between its external PE
   and a PE that reads (or writes) it;
 - **path**: on any PE, the hops before its first streamed input can arrive, plus its
-  compute, plus the hops its last result still travels to a streamed output's sink.
+  compute, plus the hops its last result still travels to a streamed output's sink;
+- **cut**: on the busiest line between two columns (rows), the elements of tensors
+  computed in the rectangle that must cross it (all writers on one side, a reader on
+  the other), one wavelet per cycle on each of its links.
 
 The bound is the largest term; reports give ``cycles / bound`` and the term that
 dominates, so two code generators can be compared on the same mapping. Given the values
@@ -55,7 +58,7 @@ from dtg.pe.fabric import FabricConfig
 
 @dataclass(frozen=True)
 class Term:
-    name: str  # compute, injection, ramp, latency or path
+    name: str  # compute, injection, ramp, latency, path or cut
     cycles: int
     where: str  # the PE, port or path that sets it
 
@@ -157,7 +160,8 @@ def mapping_bound(model: PolyModel, mapping: Mapping, config: FabricConfig | Non
                   _injection(mapping, data), _ramp(model, mapping, data),
                   _latency(model, mapping, config),
                   _path(model, mapping, config, work,
-                        _least_compute(model, mapping, config, fixed=False))))
+                        _least_compute(model, mapping, config, fixed=False)),
+                  _cut(model, mapping)))
 
 
 def statements_compute(model: PolyModel, mapping: Mapping, statements: set[str],
@@ -595,6 +599,69 @@ def _ramp(model: PolyModel, mapping: Mapping, data: Values[str, np.ndarray]) -> 
         return Term("ramp", 0, "no streamed inputs")
     count, pe, what = best
     return Term("ramp", count, f"{what} into PE[{pe[0]}, {pe[1]}]")
+
+
+def _cut(model: PolyModel, mapping: Mapping) -> Term:
+    """Busiest cut: every element of a tensor computed in the rectangle whose writers
+    all lie on one side of a line between two columns (or rows) and one of whose
+    readers (a statement's PE, or a streamed output's external PE) lies on the other
+    side crosses that line at least once, one wavelet each, over as many links as the
+    line has rows (columns). Elements with writers on both sides (partial results) are
+    not counted (the bound stays a lower bound); meshes with more lines than
+    :data:`MAX_CUT_LINES` are left out."""
+    if max(mapping.width, mapping.height) > MAX_CUT_LINES:
+        return Term("cut", 0, "not counted on meshes this large")
+    moves: list[tuple[isl.Map, isl.Map, str]] = []  # writers, readers, tensor
+    for tensor in model.graph.tensors:
+        if model.graph.definer(tensor.name) is None:
+            continue
+        writers = accessing_pes(model, mapping, tensor.name, write=True)
+        readers = accessing_pes(model, mapping, tensor.name, write=False)
+        stream = next((st for st in mapping.streams if st.tensor == tensor.name
+                       and st.direction == "output"), None)
+        if stream is not None:
+            readers = readers.union(stream.external_pes.align_params(readers.get_space()))
+        if not readers.is_empty():
+            moves.append((writers, readers, tensor.name))
+    best = Term("cut", 0, "no tensor crosses the mesh")
+    for axis, lines, links in ((0, mapping.width, mapping.height),
+                               (1, mapping.height, mapping.width)):
+        name = "column" if axis == 0 else "row"
+        for line in range(lines - 1):
+            sides = _sides(axis, line)
+            for (_src, dst), way in zip((sides, sides[::-1]), (f"{name} {line + 1}",
+                                                             f"{name} {line}"),
+                                       strict=True):
+                count = 0
+                for writers, readers, _ in moves:
+                    written = writers.domain()
+                    alone = written.subtract(writers.intersect_range(dst).domain())
+                    crossing = alone.intersect(readers.intersect_range(dst).domain())
+                    if crossing.is_empty() or poly.set_box_hull(crossing) is None:
+                        continue  # (unbounded or no box: not counted)
+                    count += int(crossing.count_val().to_python())
+                cycles = -(-count // links)
+                if cycles > best.cycles:
+                    best = Term("cut", cycles, f"{counted(count, 'element')} across the "
+                                f"line between {name}s {line} and {line + 1} toward {way}, "
+                                f"over {counted(links, 'link')}")
+    return best
+
+
+MAX_CUT_LINES = 64  # a mesh's columns (rows) up to which the cut term is counted
+
+
+def _sides(axis: int, line: int) -> tuple[isl.Set, isl.Set]:
+    """The PEs (inside the rectangle or beyond it) up to ``line`` along ``axis``, and
+    those after it."""
+    space = isl.Space.set_alloc(isl.DEFAULT_CONTEXT, 0, 2).set_tuple_name(
+        isl.dim_type.set, "PE")
+    universe = isl.Set.universe(space)
+    up_to = universe.upper_bound_val(isl.dim_type.set, axis,
+                                     isl.Val.int_from_si(isl.DEFAULT_CONTEXT, line))
+    after = universe.lower_bound_val(isl.dim_type.set, axis,
+                                     isl.Val.int_from_si(isl.DEFAULT_CONTEXT, line + 1))
+    return up_to, after
 
 
 def _read_by_arithmetic(model: PolyModel, mapping: Mapping, tensor: str) -> isl.Map | None:

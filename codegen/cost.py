@@ -28,7 +28,7 @@ from dtg.mapping import poly
 from dtg.pe.fabric import FabricConfig
 from dtg.pe.ir import Cond, IBin, IExpr, If, INeg, ISel, Store
 from dtg.pe.ir import Stmt as PeStmt
-from dtg.pe.walk import cond_names, cond_ops, iexpr_names, iexpr_ops, store_ops
+from dtg.pe.walk import cond_iexprs, cond_names, cond_ops, iexpr_names, iexpr_ops, store_ops
 
 _PAPER = FabricConfig()
 _FABRIC: ContextVar[FabricConfig | None] = ContextVar("fabric", default=None)
@@ -93,8 +93,9 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
 
 def _nonlinear_ops(e: IExpr, name: str) -> int:
     """The operations of the parts of ``e`` that read ``name`` through a division, a
-    remainder, a minimum, a maximum or a choice: what no loop-invariant motion or
-    running sum takes out of a loop over ``name``."""
+    remainder, a minimum or a maximum: what no loop-invariant motion or running sum
+    takes out of a loop over ``name`` (measured: choices cost about what their linear
+    parts do)."""
     match e:
         case IBin(op, lhs, rhs):
             if op in ("//", "%", "min", "max") and name in iexpr_names(e):
@@ -102,8 +103,9 @@ def _nonlinear_ops(e: IExpr, name: str) -> int:
             return _nonlinear_ops(lhs, name) + _nonlinear_ops(rhs, name)
         case INeg(operand):
             return _nonlinear_ops(operand, name)
-        case ISel():
-            return iexpr_ops(e) if name in iexpr_names(e) else 0
+        case ISel(test, then, orelse):  # (its divisions: a choice costs about as linear)
+            return sum(_nonlinear_ops(part, name) for part in (*cond_iexprs(test), then,
+                                                               orelse))
     return 0
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 
+import islpy as isl
+
 from dtg.codegen.batching import ArrivalPlan, Batch, plan_arrivals
 from dtg.codegen.colors import colors_used, share_colors
 from dtg.codegen.configure import configurations_per_pe
@@ -436,15 +438,24 @@ def _stream_work(c: Compilation, tensors: frozenset[str]) -> int | None:
     statements that run once they are complete (their decision's prediction)."""
     assert c.tasks is not None and c.arrivals is not None and c.decisions is not None
     chosen = {b.flow: b.way for b in c.arrivals.batches}
-    tensor_of = {f.name: f.tensor for f in c.tasks.inputs}
+    flows = {f.name: f for f in c.tasks.inputs}
     total = 0
+    busy: list[tuple[isl.Set, int]] = []  # (the flow's sources, its busy cycles)
     for name, candidates in c.arrivals.candidates:
-        if tensor_of[name] not in tensors:
+        if flows[name].tensor not in tensors:
             continue
         way = next((k for k in candidates if k.way == chosen.get(name, (None, None))), None)
         if way is None or way.cycles is None:
             return None
         total = max(total, way.cycles)
+        sources = flows[name].relation.range_factor_domain().range()
+        busy.append((sources, min(way.busy or 0, way.cycles)))
+    # (flows from the same sources arrive one after the other, and where they reach the
+    # same PEs their work adds up there: a stream's residue classes apart on colors)
+    for sources, _ in busy:
+        same = [b for other, b in busy if other.is_equal(sources)]
+        if len(same) > 1:
+            total = max(total, sum(same))
     for task in c.tasks.tasks:
         if task.kind != "compute" or task.flow is not None or task.statement is None:
             continue
