@@ -47,6 +47,7 @@ from dtg.pe.ir import (
     SimdConfig,
     SimdOperand,
     Stmt,
+    cut_dimension,
 )
 
 MAX_BLOCK = 4096  # elements landed at once
@@ -80,6 +81,9 @@ class SenderBlocks:
     variant: IExpr | None = None
     # sent at one size beyond some tiles: what each sends (elements, over its PE)
     padded: isl.Set | None = None
+    # blocks of more sizes than variants take, differing in the dimension a length cuts
+    # (pe.ir.cut_dimension): the one size, cut to this length (of the sender's PE)
+    length: IExpr | None = None
 
     @property
     def size(self) -> tuple[int, ...]:
@@ -110,7 +114,7 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
     else:
         by_pe = size_variants(rect.sizes, context)
         if by_pe is None:
-            return None
+            return _cut_blocks(rect, context)
         variants, variant = by_pe
     size = max(variants, key=prod)
     if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
@@ -122,6 +126,27 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
         return _padded(produced, rect, size, shape) if shape is not None else None
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
                         variant)
+
+
+def _cut_blocks(rect: poly.Rectangularity, context: isl.Set) -> SenderBlocks | None:
+    """Blocks of many sizes that differ only in the dimension a length cuts (two
+    tilings of one tensor that do not line up: the part of a 33-element tile a 32-element
+    one reads is 1 to 7 long): one size, the largest, cut to each sender's length."""
+    try:
+        vectors = poly.points(rect.sizes.project_out_all_params(), limit=1 << 12)
+    except poly.TooManyPointsError:
+        return None
+    if not vectors:
+        return None
+    size = tuple(max(v[d] for v in vectors) for d in range(len(vectors[0])))
+    cut = cut_dimension(size)
+    if any(v[d] != size[d] for v in vectors for d in range(len(size)) if d != cut) or \
+            not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
+            max(size) > MAX_SIMD_SIZE:
+        return None
+    length = pw_aff_expr(rect.extent.get_at(cut), context)
+    return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), (size,),
+                        length=length)
 
 
 def _padded(produced: isl.Set, rect: poly.Rectangularity, size: tuple[int, ...],
@@ -158,7 +183,7 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     sums, blocks of different sizes or shapes, receivers that keep only part of them)."""
     context = region.context()
     blocks = sender_blocks(ex, context)
-    if blocks is None:
+    if blocks is None or blocks.length is not None:
         return None
     line = {"row": same_line("E"), "column": same_line("N")}.get(ex.axis)
     if line is None:

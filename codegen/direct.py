@@ -138,15 +138,17 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
               for d, name_ in enumerate(poly.PE_NAMES)}
         theirs = [substitute(o, at) for o in origin]
         which = None if blocks.variant is None else substitute(blocks.variant, at)
+        cut = None if blocks.length is None else substitute(blocks.length, at)
         mine = f"{land}_{k}" if apart and k else land
         receive = (Run(recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0))), None,
-                       which, arrays=((land, mine),) if mine != land else ()),)
+                       which, cut, arrays=((land, mine),) if mine != land else ()),)
         receivers = poly.bind_pe(isl.Map.from_domain(group.range())).params()
         senders = poly.bind_pe(isl.Map.from_domain(group.domain())).params()
         parts.append(DirectExchange(
             color, tuple(routes), (send_cfg, recv_cfg) if k == 0 else (send_cfg,),
             Array(mine, local.dtype, (size,)),
-            (Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant),),
+            (Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant,
+                 blocks.length),),
             receive, condition_of(senders, context), condition_of(receivers, context),
             size, receivers))
     return tuple(parts)

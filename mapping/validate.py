@@ -103,8 +103,22 @@ def _parse(cls: type, text: IslText, what: str, hint: str = ""
         return cls(text.text)
     except isl.Error:
         kind = {isl.Set: "set", isl.Map: "relation", isl.UnionMap: "union map"}[cls]
+        factor = _PARENTHESIZED_FACTOR.search(text.text)
+        if factor is not None:  # (the one form writers meet that isl's grammar lacks)
+            raise MappingError(
+                f"isl cannot read the {what}: it reads a product as a plain constant times "
+                f"an expression, not '{factor.group().strip()}' with a factor in "
+                "parentheses; write the constant first and plainly, as "
+                "'-128*(i mod 2)' for '(i mod 2)*(-128)'",
+                offset_loc(text.loc, text.text,
+                           factor.start() + factor.group().index("*"))) from None
         raise MappingError(f"isl cannot read the {what}; expected an isl {kind} such as "
                            f"{_EXAMPLES[what]}{hint}", text.loc) from None
+
+
+# ``x*(c)``, ``x * (y)`` or ``(c)*x``: products isl's parser does not take
+_PARENTHESIZED_FACTOR = re.compile(
+    r"(?:\)|\b[A-Za-z_]\w*)\s*\*\s*\(|\(\s*-?\s*\d+\s*\)\s*\*")
 
 
 _EXAMPLES = {

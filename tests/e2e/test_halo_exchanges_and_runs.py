@@ -11,7 +11,9 @@
 - a column's stream that brings each PE every row's block, reversed per block: the
   position is affine on the elements a PE reads, so it lands in batches;
 - an output whose order is linearized (`index[(i mod 4) * 32 + j]`) went by a scalar
-  loop; each PE's box sent row-major is one SIMD instruction.
+  loop; each PE's box sent row-major is one SIMD instruction;
+- two tilings that do not line up (9 and 8): the parts a PE sends take more sizes than
+  variants do, so one size goes cut to each sender's length.
 
 Both engines, SIMD and scalar, against the reference interpreter."""
 
@@ -72,7 +74,24 @@ ROWS = ("""
     output C dense { C[i = 0:15, j = 0:7] -> [PE[4, i//4] -> index[(i mod 4)*8 + j]] }
     """)
 
-PAIRS = {"halo": HALO, "linear": LINEAR, "blocks": BLOCKS, "rows": ROWS}
+# Two sweeps tiled by 9 and by 8 along a row of 8 PEs: the part of a 9-element tile the
+# next PE's 8-element window reads is 1 to 7 long, more sizes than variants take: one
+# size, cut to each sender's length.
+MISALIGNED = ("""
+    lair s1(): float16 x[66] -> float16 u[66]
+    { all (i) in (66) u[i] = x[i] * 2 }
+    lair s2(): float16 u[66], float16 c[3] -> float16 y[64]
+    { all (i, q) in (64, 3) y[i] += u[i + q] * c[q] }
+    """, """
+    rectangle { PE[8, 1] }
+    placement { s1[i] -> PE[i//9, 0]; s2[i, q] -> PE[i//8, 0] }
+    input  x resident
+    input  c resident
+    output y resident
+    """)
+
+PAIRS = {"halo": HALO, "linear": LINEAR, "blocks": BLOCKS, "rows": ROWS,
+         "misaligned": MISALIGNED}
 
 
 def test_a_halo_goes_by_displacement_without_turns(tmp_path: Path) -> None:
@@ -108,6 +127,13 @@ def test_a_linearized_output_order_is_sent_by_one_instruction(tmp_path: Path) ->
     outs = [c for c in program.configs if c.name.startswith("out_C")]
     assert outs and all(c.variants == ((4, 8),) for c in outs), outs
     assert "send(" not in dtg.module_text(compiled)
+
+
+def test_parts_of_many_lengths_go_cut_to_their_length(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *MISALIGNED))
+    text = dtg.module_text(compiled)
+    assert "send(" not in text
+    assert "_send length(PE_X + 1)" in text and "_recv length(PE_X)" in text
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])

@@ -1,8 +1,9 @@
-"""Random programs aimed at four mechanisms (issue 27), each checked against the reference
-interpreter: halos of internal tensors exchanged by displacement, streams whose order
-is one linearized sequence, orders permuted by residue classes, and outputs leaving in
-a linearized order. A pair may be rejected with a located error; it must never give
-wrong outputs or an internal error.
+"""Random programs aimed at five mechanisms (issue 27), each checked against the reference
+interpreter: halos of internal tensors exchanged by displacement, blocks of two tilings
+that do not line up (cut to a length), streams whose order is one linearized sequence,
+orders permuted by residue classes, and outputs leaving in a linearized order. A pair
+may be rejected with a located error; it must never give wrong outputs or an internal
+error.
 
 A few pairs of each run with the suite; ``-m long`` runs many more (CI runs them).
 """
@@ -132,7 +133,34 @@ def residues(draw: st.DrawFn) -> tuple[str, str]:
     return lair, mapping
 
 
-KINDS = {"halos": halos(), "linearized": linearized(), "residues": residues()}
+@st.composite
+def misaligned(draw: st.DrawFn) -> tuple[str, str]:
+    """Two sweeps over rows tiled differently (tiles of ``t1`` and ``t2`` along the
+    columns): the part of a tile the other tiling reads takes many lengths."""
+    b = draw(st.integers(1, 3))
+    r = draw(st.integers(1, 3))
+    n = draw(st.integers(24, 72))
+    t2 = draw(st.integers(4, 12))
+    t1 = t2 + draw(st.sampled_from([-2, -1, 1, 2, 3]))
+    width = max(ceil((n + r - 1) / t1), ceil(n / t2))
+    lair = f"""
+        lair s1(): float16 x[{b}][{n + r - 1}] -> float16 u[{b}][{n + r - 1}]
+        {{ all (k, i) in ({b}, {n + r - 1}) u[k][i] = x[k][i] * 2 }}
+        lair s2(): float16 u[{b}][{n + r - 1}], float16 c[{r}] -> float16 y[{b}][{n}]
+        {{ all (k, i, q) in ({b}, {n}, {r}) y[k][i] += u[k][i + q] * c[q] }}
+        """
+    mapping = f"""
+        rectangle {{ PE[{width}, {b}] }}
+        placement {{ s1[k, i] -> PE[i//{t1}, k]; s2[k, i, q] -> PE[i//{t2}, k] }}
+        input  x resident
+        input  c resident
+        output y resident
+        """
+    return lair, mapping
+
+
+KINDS = {"halos": halos(), "linearized": linearized(), "residues": residues(),
+         "misaligned": misaligned()}
 
 
 def _run(kind: str, examples: int, seed: int) -> None:
