@@ -364,13 +364,17 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
     # (a group of up to MAX_GROUP_BATCH wavelets may land whole: one batch per group,
     # whose windows then never straddle two batches)
     whole = length if max_batch < length <= MAX_GROUP_BATCH else None
-    land_local = _landing(tg, flow, whole or max_batch)
+    # (a linearized order's rows, `index[c * 130 + i]`: batches of one row each, whose
+    # kept part is one box, where a row is longer than the usual batches)
+    row = _order_row(flow, length, max_batch)
+    land_local = _landing(tg, flow, max(whole or max_batch, row or 0))
     if isinstance(land_local, str):
         result.append(Candidate(None, None, f"no batches: {land_local}"))
         return None
     best: tuple[int, Batch] | None = None
     sizes = sorted({s for s in (length, 4, 8, 16, 32, 64) if 2 <= s <= min(length, max_batch)}
-                   | ({whole} if whole is not None else set()), reverse=True)
+                   | ({whole} if whole is not None else set())
+                   | ({row} if row is not None else set()), reverse=True)
     for size in sizes:
         if size * ELEMENT_BYTES[land_local.dtype] > room:
             result.append(Candidate(size, None, f"batches of {size}: the landing array "
@@ -563,6 +567,21 @@ def lands_in_place(batch: Batch, kept: LocalTensor | None) -> bool:
 def _row_major(sizes: tuple[int, ...]) -> tuple[int, ...]:
     """The strides of a dense row-major box of ``sizes``."""
     return tuple(prod(sizes[d + 1:]) for d in range(len(sizes)))
+
+
+def _order_row(flow: InputFlow, length: int, max_batch: int) -> int | None:
+    """Where the innermost position is a linearized index (a coefficient of the element's
+    coordinates other than 1, such as the 130 of ``c * 130 + i``) that divides a group
+    and is longer than ``max_batch`` but short enough to land whole: that row's length."""
+    order = flow.order_on_pe()
+    if order is None:
+        return None
+    inner = order.get_at(flow.index_dims - 1)
+    rows = {abs(int(value.to_python())) for k in range(inner.dim(isl.dim_type.in_))
+            for value in [inner.get_coefficient_val(isl.dim_type.in_, k)] if value.is_int()}
+    fits = [r for r in rows if max_batch < r <= MAX_GROUP_BATCH and r < length
+            and length % r == 0]
+    return max(fits, default=None)
 
 
 def batch_window(flow: InputFlow) -> tuple[isl.PwAff, isl.PwAff, int] | None:

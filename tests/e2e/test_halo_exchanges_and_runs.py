@@ -13,7 +13,9 @@
 - an output whose order is linearized (`index[(i mod 4) * 32 + j]`) went by a scalar
   loop; each PE's box sent row-major is one SIMD instruction;
 - two tilings that do not line up (9 and 8): the parts a PE sends take more sizes than
-  variants do, so one size goes cut to each sender's length.
+  variants do, so one size goes cut to each sender's length;
+- a linearized order of several channels from one entry PE: batches of one channel's
+  row each, longer than the usual 64, so that each batch's kept part is one box.
 
 Both engines, SIMD and scalar, against the reference interpreter."""
 
@@ -90,8 +92,22 @@ MISALIGNED = ("""
     output y resident
     """)
 
+# Four channels of 66 from one entry PE as one sequence, `index[c * 66 + i]`, every PE
+# keeping 18 of each: batches of one channel's row (longer than the usual 64), whose
+# kept part is one box.
+CHANNEL_ROWS = ("""
+    lair conv(): float16 x[4][66], float16 W[2][4][3] -> float16 y[2][64]
+    { all (k, w, c, r) in (2, 64, 4, 3) y[k][w] += x[c][w + r] * W[k][c][r] }
+    """, """
+    rectangle { PE[4, 2] }
+    placement { conv[k, w, c, r] -> PE[w//16, k] }
+    input  x dense { x[c = 0:3, i = 0:65] -> [PE[0, -1] -> index[c*66 + i]] }
+    input  W resident
+    output y dense { y[k = 0:1, w = 0:63] -> [PE[4, k] -> index[w]] }
+    """)
+
 PAIRS = {"halo": HALO, "linear": LINEAR, "blocks": BLOCKS, "rows": ROWS,
-         "misaligned": MISALIGNED}
+         "misaligned": MISALIGNED, "channel_rows": CHANNEL_ROWS}
 
 
 def test_a_halo_goes_by_displacement_without_turns(tmp_path: Path) -> None:
@@ -134,6 +150,12 @@ def test_parts_of_many_lengths_go_cut_to_their_length(tmp_path: Path) -> None:
     text = dtg.module_text(compiled)
     assert "send(" not in text
     assert "_send length(PE_X + 1)" in text and "_recv length(PE_X)" in text
+
+
+def test_a_linearized_order_lands_a_row_per_batch(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *CHANNEL_ROWS))
+    assert compiled.arrivals is not None
+    assert [b.size for b in compiled.arrivals.batches] == [66]
 
 
 @pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
