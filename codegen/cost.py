@@ -94,8 +94,8 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
 def _nonlinear_ops(e: IExpr, name: str) -> int:
     """The operations of the parts of ``e`` that read ``name`` through a division, a
     remainder, a minimum or a maximum: what no loop-invariant motion or running sum
-    takes out of a loop over ``name`` (measured: choices cost about what their linear
-    parts do)."""
+    takes out of a loop over ``name``. Choices count only their divisions: counted
+    whole, a per-wavelet depthwise convolution's loop was predicted 43% high."""
     match e:
         case IBin(op, lhs, rhs):
             if op in ("//", "%", "min", "max") and name in iexpr_names(e):
@@ -103,7 +103,7 @@ def _nonlinear_ops(e: IExpr, name: str) -> int:
             return _nonlinear_ops(lhs, name) + _nonlinear_ops(rhs, name)
         case INeg(operand):
             return _nonlinear_ops(operand, name)
-        case ISel(test, then, orelse):  # (its divisions: a choice costs about as linear)
+        case ISel(test, then, orelse):  # (its divisions only: see the docstring)
             return sum(_nonlinear_ops(part, name) for part in (*cond_iexprs(test), then,
                                                                orelse))
     return 0
