@@ -84,6 +84,9 @@ class SenderBlocks:
     # blocks of more sizes than variants take, differing in the dimension a length cuts
     # (pe.ir.cut_dimension): the one size, cut to this length (of the sender's PE)
     length: IExpr | None = None
+    # the dimensions in the order a block is scanned, sent and landed, where not the
+    # tensor's: the one whose length varies first, so that a length cuts it
+    order: tuple[int, ...] | None = None
 
     @property
     def size(self) -> tuple[int, ...]:
@@ -91,10 +94,12 @@ class SenderBlocks:
 
 
 def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
-                  shape: tuple[int, ...] | None = None) -> SenderBlocks | None:
+                  shape: tuple[int, ...] | None = None, reorder: bool = False
+                  ) -> SenderBlocks | None:
     """The blocks the senders of ``ex`` hold, where SIMD can send them: one box of one
     size (:func:`sender_block`; else at a quasi-affine offset), or boxes of a few sizes
-    (uneven tiles); ``partial``: of partial sums too (what each sender wrote)."""
+    (uneven tiles); ``partial``: of partial sums too (what each sender wrote);
+    ``reorder``: the caller scans blocks in :attr:`SenderBlocks.order`."""
     box = sender_block(ex, partial=partial)
     if box is not None:
         return SenderBlocks(tuple(isl.PwAff.from_aff(box.offset.get_at(d))
@@ -114,7 +119,7 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
     else:
         by_pe = size_variants(rect.sizes, context)
         if by_pe is None:
-            return _cut_blocks(rect, context)
+            return _cut_blocks(rect, context, reorder=reorder)
         variants, variant = by_pe
     size = max(variants, key=prod)
     if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
@@ -128,10 +133,13 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
                         variant)
 
 
-def _cut_blocks(rect: poly.Rectangularity, context: isl.Set) -> SenderBlocks | None:
+def _cut_blocks(rect: poly.Rectangularity, context: isl.Set, *, reorder: bool = False
+                ) -> SenderBlocks | None:
     """Blocks of many sizes that differ only in the dimension a length cuts (two
     tilings of one tensor that do not line up: the part of a 33-element tile a 32-element
-    one reads is 1 to 7 long): one size, the largest, cut to each sender's length."""
+    one reads is 1 to 7 long): one size, the largest, cut to each sender's length. With
+    ``reorder``, the dimension that varies may be any one: blocks are then scanned with
+    it outermost (2 rows of 27 to 33 columns go column by column)."""
     try:
         vectors = poly.points(rect.sizes.project_out_all_params(), limit=1 << 12)
     except poly.TooManyPointsError:
@@ -139,14 +147,20 @@ def _cut_blocks(rect: poly.Rectangularity, context: isl.Set) -> SenderBlocks | N
     if not vectors:
         return None
     size = tuple(max(v[d] for v in vectors) for d in range(len(vectors[0])))
+    varied = [d for d in range(len(size)) if any(v[d] != size[d] for v in vectors)]
     cut = cut_dimension(size)
-    if any(v[d] != size[d] for v in vectors for d in range(len(size)) if d != cut) or \
-            not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
+    order = None
+    if varied and varied != [cut]:
+        if not reorder or len(varied) != 1:
+            return None
+        cut = varied[0]
+        order = (cut, *(d for d in range(len(size)) if d != cut))
+    if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
             max(size) > MAX_SIMD_SIZE:
         return None
     length = pw_aff_expr(rect.extent.get_at(cut), context)
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), (size,),
-                        length=length)
+                        length=length, order=order)
 
 
 def _padded(produced: isl.Set, rect: poly.Rectangularity, size: tuple[int, ...],

@@ -73,7 +73,7 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     of uneven tiles may go at the largest tile's size, what they add lying beyond it."""
     context = region.context()
     blocks = sender_blocks(ex, context, partial=ex.reduce,
-                           shape=None if ex.reduce else shape)
+                           shape=None if ex.reduce else shape, reorder=True)
     if blocks is None:
         return None
     # receiver -> the other PEs holding what it needs
@@ -115,14 +115,19 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     # (a receiver with several senders lands each on its own color, all at once)
     apart = not sources.is_single_valued()
     land = f"land_{name}"
-    block_strides = row_major(blocks.size)
+    # (blocks scanned in their order: the configurations' dimensions permuted, the
+    # landing array row-major in that order)
+    order = blocks.order or tuple(range(len(blocks.size)))
+    variants = tuple(tuple(v[d] for d in order) for v in blocks.variants)
+    strides = tuple(strides[d] for d in order)
+    block_strides = row_major(tuple(blocks.size[d] for d in order))
     if ex.reduce:
-        recv_cfg = SimdConfig(f"out_{name}_recv", op, blocks.variants,
+        recv_cfg = SimdConfig(f"out_{name}_recv", op, variants,
                               SimdOperand("array", local.name, strides),
                               (SimdOperand("array", local.name, strides),
                                SimdOperand("array", land, block_strides)))
     else:
-        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", blocks.variants,
+        recv_cfg = SimdConfig(f"out_{name}_recv", "copy", variants,
                               SimdOperand("array", local.name, strides),
                               (SimdOperand("array", land, block_strides),))
     parts = []
@@ -130,7 +135,7 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
         routes = direct_routes(color, group, context)
         assert routes is not None  # (as when the group was formed)
         send_cfg = SimdConfig(f"out_{name}_send" + (f"_{k}" if k else ""), "copy",
-                              blocks.variants, SimdOperand("out", color=color),
+                              variants, SimdOperand("out", color=color),
                               (SimdOperand("array", local.name, strides),))
         # the sender of a receiver's block, as expressions of the receiver's coordinates
         sender_of = group.reverse().as_pw_multi_aff()

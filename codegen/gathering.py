@@ -31,6 +31,7 @@ from dtg.mapping.flows import (
     unsupported,
 )
 from dtg.mapping.memory import LocalTensor
+from dtg.mapping.mesh import upstream_of
 from dtg.pe.ir import (
     BoolOp,
     Cmp,
@@ -252,6 +253,12 @@ class Gathering(EmitterState):
         sparse = out.kind == "sparse"
         if not out.chain:
             self.routes.append(Route(first, "RAMP", (send_port,), senders))
+            # (PEs between a sender and the side, where a line's elements were gathered
+            # on another PE of it, pass them on)
+            passing = out.senders.apply(upstream_of(out.side)).subtract(out.senders)
+            if not passing.is_empty():
+                self.routes.append(Route(first, recv_port, (send_port,), condition_of(
+                    pe_condition_set(passing), context)))
             roles.append((senders, first, None, sparse))
         else:
             even = Cmp("==", IBin("%", pos, IConst(2)), IConst(0))

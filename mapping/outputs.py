@@ -3,7 +3,10 @@ reduction chain of the line (paper eq. (6))."""
 
 from __future__ import annotations
 
+import islpy as isl
+
 from dtg.lair.lower import PolyModel
+from dtg.mapping import poly
 from dtg.mapping.exchanges import share
 from dtg.mapping.flows import (
     Colors,
@@ -13,13 +16,16 @@ from dtg.mapping.flows import (
     ResidentReduction,
     accessing_pes,
     chain_length,
+    exchange_axis,
     shift_relation,
     to_line_position,
 )
 from dtg.mapping.inputs import entry_coordinate
 from dtg.mapping.mesh import (
+    VERTICAL,
     Side,
     inward,
+    pe_map_space,
     same_line,
     translate,
 )
@@ -51,11 +57,12 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         produced = writers.reverse()
         chains, gather, complete = combine_partials(tensor, produced, edge.reverse(), model,
                                                     mapping, compute, colors)
-        exchange = share(tensor, complete, edge.reverse(), colors)
+        target = _crossing(complete, edge, side, compute) or edge
+        exchange = share(tensor, complete, target.reverse(), colors)
         color = colors.take(f"output '{tensor}'", tensor)
         exchanges = [e for e in (gather, exchange) if e is not None]
         return (OutputFlow(tensor, stream.kind, side, color, (color, color), relation, False,
-                           edge.range()), exchanges, chains)
+                           target.range()), exchanges, chains)
     # Computed only next to the side: sent from there. Otherwise every PE of the line
     # takes part in a chain towards the side; PEs that compute no part of an element
     # add the neutral value their local array holds.
@@ -66,6 +73,42 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     last = _last_color(side, compute, (first, second)) if chain else first
     return (OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain,
                        senders), [], [])
+
+
+def _crossing(complete: isl.Map, edge: isl.Map, side: Side, compute: Region
+              ) -> isl.Map | None:
+    """``element -> PE`` where each element of an exit line is gathered instead of the PE
+    next to the side: the PE of that line in the line, across it, of the PEs holding the
+    elements complete, where that is one line per exit line (a transpose whose blocks
+    for an east exit row are computed down one column). The gathering then runs along
+    those lines, not over the whole region, and that PE sends the elements out through
+    the PEs beyond it, which pass them on. None where the gathering would not be along
+    lines, or where the PEs next to the side each gather from one holder (straight, by
+    an exchange without turns: no slower)."""
+    holder = complete.reverse()
+    across: Side = "E" if side in VERTICAL else "N"
+    target = holder.apply_range(same_line(across)).intersect(
+        edge.apply_range(same_line(side))).coalesce()
+    target, edge = poly.align_params(target, edge)
+    if not target.is_single_valued() or not target.domain().is_equal(edge.domain()):
+        return None
+    pes = target.range()
+    if not pes.is_subset(compute.pes()) or pes.is_equal(edge.range()):
+        return None
+    identity = isl.Map.identity(pe_map_space())
+    pes, identity = poly.align_params(pes, identity)
+    if not same_line(side).intersect_domain(pes).intersect_range(pes).subtract(
+            identity).is_empty():
+        return None  # (two PEs would send along one exit line)
+    to_target = holder.reverse().apply_range(target)  # holder -> where it sends
+    to_edge = holder.reverse().apply_range(edge)
+    identity = identity.intersect_domain(to_edge.domain()).intersect_range(to_edge.range())
+    if exchange_axis(to_target.deltas()) == "region" or \
+            exchange_axis(to_edge.deltas()) != "region" or \
+            to_edge.subtract(identity).reverse().is_single_valued():
+        return None  # (also where each PE next to the side has one holder to land
+        # straight from, by an exchange without turns)
+    return target
 
 
 def _last_color(side: Side, region: Region, colors: tuple[int, int]) -> int:

@@ -13,7 +13,11 @@
 - an output whose order is linearized (`index[(i mod 4) * 32 + j]`) went by a scalar
   loop; each PE's box sent row-major is one SIMD instruction;
 - two tilings that do not line up (9 and 8): the parts a PE sends take more sizes than
-  variants do, so one size goes cut to each sender's length;
+  variants do, so one size goes cut to each sender's length (scanned with the varying
+  dimension outermost where a PE holds several rows);
+- an output computed away from its exit lines (a transpose) went to the PE next to the
+  side over the whole region in turns; where the holders of each exit line lie in one
+  line across it, it gathers where the two cross, along lines;
 - a linearized order of several channels from one entry PE: batches of one channel's
   row each, longer than the usual 64, so that each batch's kept part is one box.
 
@@ -92,6 +96,21 @@ MISALIGNED = ("""
     output y resident
     """)
 
+# The same over two rows a PE, the second sweep below the first: the parts vary in
+# their inner dimension, so they are scanned column by column and cut there.
+MISALIGNED_ROWS = ("""
+    lair s1(): float16 x[4][66] -> float16 u[4][66]
+    { all (k, i) in (4, 66) u[k][i] = x[k][i] * 2 }
+    lair s2(): float16 u[4][66], float16 c[3] -> float16 y[4][64]
+    { all (k, i, q) in (4, 64, 3) y[k][i] += u[k][i + q] * c[q] }
+    """, """
+    rectangle { PE[8, 4] }
+    placement { s1[k, i] -> PE[i//9, k//2]; s2[k, i, q] -> PE[i//8, 2 + k//2] }
+    input  x resident
+    input  c resident
+    output y resident
+    """)
+
 # Four channels of 66 from one entry PE as one sequence, `index[c * 66 + i]`, every PE
 # keeping 18 of each: batches of one channel's row (longer than the usual 64), whose
 # kept part is one box.
@@ -106,8 +125,24 @@ CHANNEL_ROWS = ("""
     output y dense { y[k = 0:1, w = 0:63] -> [PE[4, k] -> index[w]] }
     """)
 
+# A transpose whose blocks for exit row r are computed down column r: gathered on the
+# diagonal along columns, then sent east through the PEs beyond it (sparse: with indices).
+TRANSPOSED = ('''
+    lair tr(): float16 A[32][24] -> float16 B[24][32]
+    { all (i, j) in (32, 24) B[j][i] = A[i][j] * 3 }
+    ''', '''
+    rectangle { PE[4, 4] }
+    placement { tr[i, j] -> PE[i//8, j//6] }
+    input  A resident
+    output B %s { B[j = 0:23, i = 0:31] -> [PE[%s] -> index[%s]] }
+    ''')
+
 PAIRS = {"halo": HALO, "linear": LINEAR, "blocks": BLOCKS, "rows": ROWS,
-         "misaligned": MISALIGNED, "channel_rows": CHANNEL_ROWS}
+         "misaligned": MISALIGNED, "misaligned_rows": MISALIGNED_ROWS,
+         "channel_rows": CHANNEL_ROWS,
+         "transposed_east": (TRANSPOSED[0], TRANSPOSED[1] % ("dense", "4, i//8", "j, i mod 8")),
+         "transposed_north_sparse": (TRANSPOSED[0], TRANSPOSED[1] % (
+             "sparse", "j//6, -1", "j mod 6, i"))}
 
 
 def test_a_halo_goes_by_displacement_without_turns(tmp_path: Path) -> None:
@@ -150,6 +185,19 @@ def test_parts_of_many_lengths_go_cut_to_their_length(tmp_path: Path) -> None:
     text = dtg.module_text(compiled)
     assert "send(" not in text
     assert "_send length(PE_X + 1)" in text and "_recv length(PE_X)" in text
+
+
+def test_parts_varying_in_an_inner_dimension_are_scanned_with_it_outermost(
+        tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *MISALIGNED_ROWS))
+    assert compiled.module is not None
+    text = dtg.module_text(compiled)
+    assert "send(" not in text
+    sends = [c for c in compiled.module.programs[0].configs if "_send" in c.name]
+    # (the largest part, columns of two rows: the column dimension first, cut to a
+    # length)
+    assert any(c.variants == ((9, 2),) for c in sends), sends
+    assert "_send length(" in text
 
 
 def test_a_linearized_order_lands_a_row_per_batch(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""Random programs aimed at five mechanisms (issue 27), each checked against the reference
+"""Random programs aimed at six mechanisms (issue 27), each checked against the reference
 interpreter: halos of internal tensors exchanged by displacement, blocks of two tilings
 that do not line up (cut to a length), streams whose order is one linearized sequence,
-orders permuted by residue classes, and outputs leaving in a linearized order. A pair
+orders permuted by residue classes, outputs leaving in a linearized order, and outputs
+gathered where their holders' lines cross their exit lines (transposes). A pair
 may be rejected with a located error; it must never give wrong outputs or an internal
 error.
 
@@ -136,12 +137,16 @@ def residues(draw: st.DrawFn) -> tuple[str, str]:
 @st.composite
 def misaligned(draw: st.DrawFn) -> tuple[str, str]:
     """Two sweeps over rows tiled differently (tiles of ``t1`` and ``t2`` along the
-    columns): the part of a tile the other tiling reads takes many lengths."""
-    b = draw(st.integers(1, 3))
+    columns, ``rb`` rows a PE): the part of a tile the other tiling reads takes many
+    lengths, in an inner dimension where a PE holds several rows; the second sweep may
+    lie below the first."""
+    rb = draw(st.integers(1, 3))
+    b = rb * draw(st.integers(1, 2))
     r = draw(st.integers(1, 3))
     n = draw(st.integers(24, 72))
     t2 = draw(st.integers(4, 12))
     t1 = t2 + draw(st.sampled_from([-2, -1, 1, 2, 3]))
+    below = draw(st.sampled_from([0, b // rb]))
     width = max(ceil((n + r - 1) / t1), ceil(n / t2))
     lair = f"""
         lair s1(): float16 x[{b}][{n + r - 1}] -> float16 u[{b}][{n + r - 1}]
@@ -150,8 +155,9 @@ def misaligned(draw: st.DrawFn) -> tuple[str, str]:
         {{ all (k, i, q) in ({b}, {n}, {r}) y[k][i] += u[k][i + q] * c[q] }}
         """
     mapping = f"""
-        rectangle {{ PE[{width}, {b}] }}
-        placement {{ s1[k, i] -> PE[i//{t1}, k]; s2[k, i, q] -> PE[i//{t2}, k] }}
+        rectangle {{ PE[{width}, {b // rb + below}] }}
+        placement {{ s1[k, i] -> PE[i//{t1}, k//{rb}];
+                     s2[k, i, q] -> PE[i//{t2}, {below} + k//{rb}] }}
         input  x resident
         input  c resident
         output y resident
@@ -159,8 +165,40 @@ def misaligned(draw: st.DrawFn) -> tuple[str, str]:
     return lair, mapping
 
 
+@st.composite
+def transposed(draw: st.DrawFn) -> tuple[str, str]:
+    """A transpose computed on the PE of its input's tile, its output leaving by a side
+    whose exit lines the holders cross (east or west: each exit row's blocks computed
+    down one column; north or south likewise), dense or sparse, with uneven tiles."""
+    tn, tm = draw(st.integers(2, 6)), draw(st.integers(2, 6))
+    cols, rows = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    n = tn * cols - draw(st.integers(0, tn - 1))
+    m = tm * rows - draw(st.integers(0, tm - 1))
+    side = draw(st.sampled_from("NSWE"))
+    kind = draw(st.sampled_from(["dense", "sparse"]))
+    # (B[j][i] = A[i][j] on PE[i//tn, j//tm]; an exit line per column i//tn of the
+    # holders, or per row j//tm)
+    size = max(cols, rows)  # (a square mesh: exit row i//tn, exit column j//tm)
+    where = {"E": (f"{size}, i//{tn}", f"j, i mod {tn}"),
+             "W": (f"-1, i//{tn}", f"j, i mod {tn}"),
+             "S": (f"j//{tm}, {size}", f"j mod {tm}, i"),
+             "N": (f"j//{tm}, -1", f"j mod {tm}, i")}[side]
+    lair = f"""
+        lair tr(): float16 A[{n}][{m}] -> float16 B[{m}][{n}]
+        {{ all (i, j) in ({n}, {m}) B[j][i] = A[i][j] * 3 }}
+        """
+    mapping = f"""
+        rectangle {{ PE[{size}, {size}] }}
+        placement {{ tr[i, j] -> PE[i//{tn}, j//{tm}] }}
+        input  A resident
+        output B {kind} {{ B[j = 0:{m - 1}, i = 0:{n - 1}]
+                           -> [PE[{where[0]}] -> index[{where[1]}]] }}
+        """
+    return lair, mapping
+
+
 KINDS = {"halos": halos(), "linearized": linearized(), "residues": residues(),
-         "misaligned": misaligned()}
+         "misaligned": misaligned(), "transposed": transposed()}
 
 
 def _run(kind: str, examples: int, seed: int) -> None:
