@@ -230,8 +230,7 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         which = None if blocks.variant is None else substitute(blocks.variant, at)
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
             recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0))), None, which),))
-    parts = _parts(ex, local, region, got, turns, blocks.size, land, name,
-                   uneven=blocks.variant is not None)
+    parts = _parts(ex, local, region, got, turns, blocks.size, land, name, uneven=True)
     if parts is None:
         return None
     configs, receive = parts

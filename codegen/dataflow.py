@@ -428,6 +428,9 @@ class _Check:
         flow = self.tg.output_flow(tensor)
         moved = any(ex.tensor == tensor for ex in self.tg.exchanges) or any(
             c.tensor == tensor for c in self.tg.combines)
+        if flow is not None and moved and flow.chain:
+            self.chained_totals(tensor, flow, writers)
+            return
         if flow is not None and moved:
             self.gathered(tensor, flow, writers, several)
             return
@@ -476,6 +479,27 @@ class _Check:
             raise self.fail(f"output '{tensor}' does not leave exactly once per element",
                             once.reverse())
         self.in_array(tensor, sent, f"the PEs sending output '{tensor}' read elements")
+
+    def chained_totals(self, tensor: str, flow: OutputFlow, writers: isl.Map) -> None:
+        """An output whose totals, combined first, lie in its exit lines and leave by a
+        chain along them: each element complete on exactly one PE of its line, which no
+        other PE of the line writes (they pass it on, adding the neutral value)."""
+        held = self.available(tensor, writers).reverse()  # element -> PE
+        line = flow.relation.range_factor_domain().apply_range(
+            same_line(flow.side)).intersect_range(flow.senders)
+        shape = self.tg.model.tensor_set(tensor)
+        held, line = poly.align_params(held, line)
+        shape, held = poly.align_params(shape, held)
+        if not (held.is_single_valued() and held.domain().is_equal(shape)) or \
+                not held.is_subset(line):
+            raise self.fail(f"output '{tensor}' leaves through a chain along its lines, but "
+                            "its totals are not each on one PE of the element's line", held)
+        writers, held = poly.align_params(writers, held)
+        extra = writers.intersect(line).subtract(held)
+        if not extra.is_empty():
+            raise self.fail(f"output '{tensor}' leaves through a chain of its totals, but "
+                            "other PEs of the line write parts of them", extra)
+        self.chain_reads(tensor, flow.sent_by().intersect_domain(flow.senders))
 
     def chain_reads(self, tensor: str, sent: isl.Map) -> None:
         """Every PE of an output chain reads the elements of its line from its local

@@ -630,9 +630,10 @@ class _ComputeBuilder(Sharing, Gathering):
         pieces = _size_pieces(rect, n - 1)
         if pieces is None:
             raise unsupported(flow.tensor,
-                f"input '{flow.tensor}': the sizes of the box of outer index values reaching "
-                "a PE are not constant on any piece of the PEs, so they cannot be counted "
-                "from end marks")
+                f"input '{flow.tensor}': the boxes of outer index values reaching the PEs "
+                f"take more than {MAX_SIZE_PIECES} sizes, so their groups cannot be counted "
+                "from end marks; tile the stream's outer dimensions evenly (or into at most "
+                f"{MAX_SIZE_PIECES} sizes), or make '{flow.tensor}' resident")
         env: dict[str, IExpr] = {}
         for where, sizes in reversed(pieces):
             digits: dict[str, IExpr] = {}
@@ -741,8 +742,8 @@ def _size_pieces(rect: poly.Rectangularity, n: int
         return [(rect.context.params(), (0,) * n)]
     inner = rect.sizes.project_out(isl.dim_type.set, 0, 1).project_out(
         isl.dim_type.set, n - 1, int(rect.sizes.dim(isl.dim_type.set)) - n)
-    try:
-        values = poly.points(inner.project_out_all_params(), limit=MAX_SIZE_PIECES)
+    try:  # (the limit bounds the sizes' bounding box, 6 to 18: more than the count)
+        values = poly.points(inner.project_out_all_params(), limit=1 << 12)
     except poly.TooManyPointsError:
         return None
     if not 0 < len(values) <= MAX_SIZE_PIECES:

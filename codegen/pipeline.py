@@ -227,7 +227,13 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
         for _, task, configs in chosen:
             if ":" in task:  # a batch, the fills, or a tensor's outputs: emit again first
                 if excess == needed - max_configs:
-                    if task.startswith("batch:"):
+                    halo = f"halo:{task.removeprefix('exchange:')}"
+                    if task.startswith("exchange:") and halo not in scalar_outputs and \
+                            halo.removeprefix("halo:") in _halo_tensors(module, tensors):
+                        # (a halo's parts given up first for the block turns, which
+                        # take fewer configurations, before the indexed protocol)
+                        scalar_outputs = scalar_outputs | {halo}
+                    elif task.startswith("batch:"):
                         arrivals = arrivals.without(task.removeprefix("batch:"))
                     elif task == "fill:":
                         fill = False
@@ -267,6 +273,23 @@ def _least_loss(options: list[tuple[float, str, int]], excess: int
             chosen = [ordered[k] for k in best[2]]
             return sorted(chosen, key=lambda o: ":" not in o[1])
     return ordered
+
+
+def _halo_tensors(module: PeModule, tensors: Sequence[str]) -> set[str]:
+    """The tensors whose exchange goes as a halo, by displacement (configurations
+    ``out_T_<n>_send`` and ``out_T_<n>_recv``, codegen.direct.halo_exchange)."""
+    found: set[str] = set()
+    by_length = sorted(tensors, key=len, reverse=True)
+    for p in module.programs:
+        for c in p.configs:
+            rest = c.name.removeprefix("out_")
+            tensor = next((t for t in by_length if rest.startswith(f"{t}_")), None)
+            if tensor is None or c.name == rest:
+                continue
+            number, _, tail = rest[len(tensor) + 1:].partition("_")
+            if number.isdigit() and tail.startswith(("send", "recv")):
+                found.add(tensor)
+    return found
 
 
 def _fill_saving(module: PeModule) -> tuple[int, float]:

@@ -85,9 +85,10 @@ class Sharing(EmitterState):
                 block = block_exchange(ex, local, self.region, name=t, got=got,
                                        turns=every_pe(self.region, ex.axis))
                 turns = every_pe(self.region, ex.axis) if block is not None else turns
-        if self._simd_out("exchange", ex.tensor):
+        if self._simd_out("exchange", ex.tensor) and self._simd_out("halo", ex.tensor):
             # (a halo: one exchange without turns per displacement, where the turns
-            # would send every element (value, index) pairs, or are predicted slower)
+            # would send every element (value, index) pairs, or are predicted slower;
+            # not where the configuration budget gave it up for the turns)
             spare = count(1 << 20)
             trial = halo_exchange(ex, local, self.region, name=t, fresh=lambda: next(spare),
                                   shape=self.tg.model.graph.tensor(ex.tensor).shape)
@@ -244,7 +245,8 @@ class Sharing(EmitterState):
 
 
 # a part's send and copy set-up, its end mark's control task and the hand-over between
-# colors, about (gemv_out_north: 3 parts of 8 ran 289 cycles where 4 turns ran 248)
+# colors, about (gemv_out_north, when its totals were gathered: 3 parts of 8 ran 289
+# cycles where 4 turns ran 248)
 HALO_PART = 25
 TURN = 20  # a turn's end mark, control task and hand-over, about
 

@@ -739,7 +739,8 @@ def _enumerate(rect: poly.Rectangularity, index_like: tuple[str, ...], context: 
     length), and
     whether some PE would need more variants than it has configurations."""
     try:
-        enum = poly.enumerate_sizes(rect.sizes, index=index_like, limit=MAX_SIZE_IDS)
+        enum = poly.enumerate_sizes(rect.sizes, index=index_like, limit=MAX_SIZE_IDS,
+                                    context=context)
     except poly.TooManyPointsError:
         return f"more than {MAX_SIZE_IDS} sizes to enumerate"
     if enum is None:

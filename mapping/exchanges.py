@@ -52,9 +52,12 @@ def plan_exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.
 
 def share(tensor: str, complete: isl.Map, needed: isl.Map, colors: Colors) -> Exchange | None:
     """The exchange that brings PEs the elements they need (``PE -> element``) from those
-    holding them complete; None when every PE holds what it needs."""
+    holding them complete; None when every PE holds what it needs (or what no PE
+    holds: elements no statement writes)."""
     complete, needed = poly.align_params(complete, needed)
-    missing = needed.subtract(complete)
+    # (elements no statement writes, a padding's border, are the tensor's initial
+    # value on every PE: nothing to bring)
+    missing = needed.subtract(complete).intersect_range(complete.range())
     if missing.is_empty():
         return None
     axis = exchange_axis(missing.apply_range(complete.reverse()).deltas())

@@ -57,6 +57,15 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         produced = writers.reverse()
         chains, gather, complete = combine_partials(tensor, produced, edge.reverse(), model,
                                                     mapping, compute, colors)
+        if gather is None and _totals_in_lines(tensor, complete, writers, line, model):
+            # (the totals lie in the exit lines: a chain along each passes them on, the
+            # PEs holding none adding the neutral value, where an exchange would gather
+            # them on one PE first)
+            first = colors.take(f"output '{tensor}'", tensor)
+            second = colors.take(f"output '{tensor}'", tensor)
+            return (OutputFlow(tensor, stream.kind, side,
+                               _last_color(side, compute, (first, second)), (first, second),
+                               relation, True, line.range()), [], chains)
         target = _crossing(complete, edge, side, compute) or edge
         exchange = share(tensor, complete, target.reverse(), colors)
         color = colors.take(f"output '{tensor}'", tensor)
@@ -73,6 +82,24 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     last = _last_color(side, compute, (first, second)) if chain else first
     return (OutputFlow(tensor, stream.kind, side, last, (first, second), relation, chain,
                        senders), [], [])
+
+
+def _totals_in_lines(tensor: str, complete: isl.Map, writers: isl.Map, line: isl.Map,
+                     model: PolyModel) -> bool:
+    """Whether each element's total, once partial results are combined, lies on one PE
+    of its exit line, and no other PE of that line writes it (it holds the neutral value
+    there), so that a chain along the line sends each total once: the GEMV whose row
+    totals end in the column of its one exit PE. Not for a tensor another statement reads
+    (an exchange could bring its elements to other PEs of the line)."""
+    if any(tensor in dict(p.reads) for p in model.statements):
+        return False
+    holders = complete.reverse()  # element -> PE
+    holders, line = poly.align_params(holders, line)
+    if not holders.is_single_valued() or not holders.domain().is_equal(line.domain()) or \
+            not holders.is_subset(line):
+        return False
+    writers, holders = poly.align_params(writers, holders)
+    return bool(writers.intersect(line).is_subset(holders))
 
 
 def _crossing(complete: isl.Map, edge: isl.Map, side: Side, compute: Region

@@ -1015,16 +1015,25 @@ def _shown(s: isl.Set) -> str:
 
 def enumerate_sizes(
     sizes: isl.Set, index: Sequence[str] | None = None, pe: Sequence[str] = PE_NAMES, *,
-    limit: int = MAX_POINTS
+    limit: int = MAX_POINTS, context: isl.Set | None = None
 ) -> SizeEnumeration | None:
     """Enumerate the sizes of ``sizes`` (one size vector per parameter value).
 
     ``None`` when the sizes over all index values have no fixed-size box hull;
     :class:`TooManyPointsError` when there are more than ``limit`` size identifiers.
+    Where the box's offset would need a ``floor`` of the PE coordinates (a cyclic
+    placement of 30 rows over 4 PEs: ``(29 - PE_Y)//4 + 1``, 7 or 8), the box of the
+    sizes over every PE of ``context`` (parameters only) serves, at a constant offset.
     """
     index = index_params(sizes) if index is None else tuple(index)
     over_index = project_out_params(sizes, index).coalesce()
     box = set_box_hull(over_index, affine=True)
+    if box is None and context is not None:
+        bounded, known = align_params(over_index, context)
+        over_index = bounded.intersect_params(known).coalesce()
+        box = set_box_hull(project_out_params(over_index, pe).coalesce(), affine=True)
+        if box is not None:
+            box = FixedSizeBox(box.offset.align_params(over_index.get_space()), box.size)
     if box is None:
         return None
     space = over_index.get_space()

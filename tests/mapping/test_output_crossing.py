@@ -1,4 +1,5 @@
-"""An output computed away from its exit lines is gathered on the PE where each exit line
+"""An output computed away from its exit lines: where its totals lie in them, a chain along
+each passes them on; otherwise it is gathered on the PE where each exit line
 crosses the line of the PEs that hold its elements (a transpose whose blocks for the
 east exit row ``r`` are computed down column ``r`` gather on the diagonal), along
 columns, not over the whole region."""
@@ -51,3 +52,27 @@ def test_leaving_south_it_gathers_on_the_diagonal_along_rows(tmp_path: Path) -> 
     assert out.senders.is_equal(diagonal.align_params(out.senders.get_space()))
     (ex,) = tg.exchanges
     assert ex.axis == "row"
+
+
+GEMV = """
+    lair g(): float16 W[32][32], float16 x[32] -> float16 y[32]
+    { all (i, j) in (32, 32) y[i] += W[i][j] * x[j] }
+    """
+
+
+def test_totals_in_the_exit_line_leave_by_a_chain_along_it(tmp_path: Path) -> None:
+    # (rows' partial sums end in column 3, the column of the one exit PE north of it:
+    # a chain up that column, not an exchange gathering them next to the side)
+    mapping = """
+        rectangle { PE[4, 4] }
+        placement { g[i, j] -> PE[j//8, i//8] }
+        input  x dense { x[j = 0:31] -> [PE[j//8, -1] -> index[j mod 8]] }
+        input  W resident
+        output y dense { y[i = 0:31] -> [PE[3, -1] -> index[i]] }
+        """
+    compiled = dtg.compile(write_pair(tmp_path, GEMV, mapping))
+    assert compiled.tasks is not None
+    (out,) = compiled.tasks.outputs
+    assert out.chain and not compiled.tasks.exchanges
+    column = isl.Set("{ PE[x, y] : x = 3 and 0 <= y <= 3 }")
+    assert out.senders.is_equal(column.align_params(out.senders.get_space()))

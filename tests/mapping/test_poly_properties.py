@@ -367,6 +367,24 @@ def test_size_may_depend_on_the_pe() -> None:
     assert not poly.rectangularity(s).fixed
 
 
+@given(n=st.integers(1, 70), m=st.integers(1, 9), k=st.integers(1, 40))
+@settings(max_examples=60, deadline=None)
+def test_sizes_that_are_floors_of_the_pe_enumerate_over_the_region(n: int, m: int,
+                                                                   k: int) -> None:
+    """A cyclic placement of ``n`` rows over ``m`` PEs gives each ``(n - 1 - PE_Y)//m +
+    1`` of them: with the region's context the sizes enumerate at a constant offset, and
+    every PE's size is one of the entries (brute force over the PEs)."""
+    sizes = isl.Set(f"[PE_Y] -> {{ [{k}, s] : s = floor(({n} - 1 - PE_Y)/{m}) + 1 }}")
+    context = isl.Set(f"[PE_Y] -> {{ : 0 <= PE_Y <= {m - 1} }}")
+    enumeration = poly.enumerate_sizes(sizes, index=(), context=context)
+    assert enumeration is not None
+    listed = {tuple(int(e.get_at(d).get_constant_val().to_python()) for d in range(2))
+              for _, e in enumeration.entries}
+    wanted = {(k, (n - 1 - y) // m + 1) for y in range(m)}
+    assert wanted <= listed and all(size[0] == k for size in listed)
+    assert len(listed) <= 2 or n < m
+
+
 def test_size_enumeration_with_a_pe_dependent_offset() -> None:
     sizes = isl.Set("[PE_Y, index] -> { [PE_Y + 1 + index] : 0 <= index <= 1 and 0 <= PE_Y <= 3 }")
     enumeration = poly.enumerate_sizes(sizes)

@@ -1,8 +1,9 @@
-"""Random programs aimed at six mechanisms (issue 27), each checked against the reference
+"""Random programs aimed at seven mechanisms (issue 27), each checked against the reference
 interpreter: halos of internal tensors exchanged by displacement, blocks of two tilings
 that do not line up (cut to a length), streams whose order is one linearized sequence,
-orders permuted by residue classes, outputs leaving in a linearized order, and outputs
-gathered where their holders' lines cross their exit lines (transposes). A pair
+orders permuted by residue classes, outputs leaving in a linearized order, outputs
+gathered where their holders' lines cross their exit lines (transposes), and totals
+chained along the exit line that holds them. A pair
 may be rejected with a located error; it must never give wrong outputs or an internal
 error.
 
@@ -197,8 +198,37 @@ def transposed(draw: st.DrawFn) -> tuple[str, str]:
     return lair, mapping
 
 
+@st.composite
+def totals(draw: st.DrawFn) -> tuple[str, str]:
+    """A GEMV (or its max) tiled in 2-D whose rows' partial results end in one column,
+    the output leaving north or south by that column's one exit PE (the totals chained
+    along the exit line), or east (chains along each row)."""
+    op = draw(st.sampled_from(["+=", "max="]))
+    tr, tc = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    rows, cols = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    m = tr * rows - draw(st.integers(0, tr - 1))
+    n = tc * cols - draw(st.integers(0, tc - 1))
+    side = draw(st.sampled_from(["north", "south", "east"]))
+    kind = draw(st.sampled_from(["dense", "sparse"]))
+    body = "W[i][j] * x[j]" if op == "+=" else "W[i][j] + x[j]"
+    exit_pe, order = {"north": (f"{cols - 1}, -1", "i"), "south": (f"{cols - 1}, {rows}", "i"),
+                      "east": (f"{cols}, i//{tr}", f"i mod {tr}")}[side]
+    lair = f"""
+        lair g(): float16 W[{m}][{n}], float16 x[{n}] -> float16 y[{m}]
+        {{ all (i, j) in ({m}, {n}) y[i] {op} {body} }}
+        """
+    mapping = f"""
+        rectangle {{ PE[{cols}, {rows}] }}
+        placement {{ g[i, j] -> PE[j//{tc}, i//{tr}] }}
+        input  x dense {{ x[j = 0:{n - 1}] -> [PE[j//{tc}, -1] -> index[j mod {tc}]] }}
+        input  W resident
+        output y {kind} {{ y[i = 0:{m - 1}] -> [PE[{exit_pe}] -> index[{order}]] }}
+        """
+    return lair, mapping
+
+
 KINDS = {"halos": halos(), "linearized": linearized(), "residues": residues(),
-         "misaligned": misaligned(), "transposed": transposed()}
+         "misaligned": misaligned(), "transposed": transposed(), "totals": totals()}
 
 
 def _run(kind: str, examples: int, seed: int) -> None:
