@@ -127,8 +127,10 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
         return None
     if len({v[1:] for v in variants}) != 1:
         # (sizes that differ inside: every block sent at the largest, where what the
-        # smaller ones add lies beyond the tensor, which nothing reads)
-        return _padded(produced, rect, size, shape) if shape is not None else None
+        # smaller ones add lies beyond the tensor, which nothing reads; else cut to a
+        # length, where they differ in one dimension)
+        padded = _padded(produced, rect, size, shape) if shape is not None else None
+        return padded or _cut_blocks(rect, context, reorder=reorder)
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
                         variant)
 

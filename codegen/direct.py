@@ -15,7 +15,7 @@ meet share a color: a few colors, all senders at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from math import prod
 from typing import Literal
@@ -61,8 +61,8 @@ class DirectExchange:
 
 def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
                     fresh: Callable[[], int] | None = None,
-                    op: Literal["fadd", "fmax"] = "fadd", shape: tuple[int, ...] | None = None
-                    ) -> tuple[DirectExchange, ...] | None:
+                    op: Literal["fadd", "fmax"] = "fadd", shape: tuple[int, ...] | None = None,
+                    pairs: isl.Map | None = None) -> tuple[DirectExchange, ...] | None:
     """The exchange of ``ex`` without turns (one part per color: ``fresh`` gives the
     colors beyond ``ex.color``, none without it), or None where it does not apply:
     blocks that are not one box per sender (of a few sizes: uneven tiles), a receiver
@@ -70,14 +70,18 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     cross on every grouping of the senders. Partial sums (``op`` combines them) go to
     their keeper, each sender's on a color of its own among the keeper's senders: every
     element a sender wrote must be kept by one PE. With the tensor's ``shape``, blocks
-    of uneven tiles may go at the largest tile's size, what they add lying beyond it."""
+    of uneven tiles may go at the largest tile's size, what they add lying beyond it.
+    ``pairs`` (``{ sender -> receiver }``) says who sends to whom where elements have
+    several holders (a halo's second phase: a corner held by its writer and by the PE
+    beside it)."""
     context = region.context()
     blocks = sender_blocks(ex, context, partial=ex.reduce,
                            shape=None if ex.reduce else shape, reorder=True)
     if blocks is None:
         return None
     # receiver -> the other PEs holding what it needs
-    sources = ex.needed.apply_range(ex.produced.reverse())
+    sources = ex.needed.apply_range(ex.produced.reverse()) if pairs is None else \
+        pairs.reverse()
     identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
     sources, identity = poly.align_params(sources, identity)
     sources = sources.subtract(identity).coalesce()
@@ -171,16 +175,87 @@ def halo_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
     are not such boxes, or beyond :data:`MAX_DISPLACEMENTS` or the colors an exchange may take."""
     if ex.reduce:
         return None
-    sources = ex.needed.apply_range(ex.produced.reverse())
-    identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
-    sources, identity = poly.align_params(sources, identity)
-    pairs = sources.subtract(identity).coalesce().reverse()  # sender -> receiver
+    pairs = _pairs(ex, region)
     if pairs.is_empty():
         return None
     try:
         moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
     except poly.TooManyPointsError:
         return None
+    return _displacement_parts(ex, pairs, moves, local, region, name=name, fresh=fresh,
+                               shape=shape, first=ex.color)
+
+
+def two_phase_halo(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
+                   fresh: Callable[[], int], shape: tuple[int, ...] | None = None
+                   ) -> tuple[tuple[DirectExchange, ...], tuple[DirectExchange, ...]] | None:
+    """A halo whose readers need their diagonal neighbours' elements too (a window centred
+    on its pixel: 8 displacements, 16 configurations) in two phases: first across (each
+    PE's parts to the PEs beside it, east and west), then down (its parts to the PEs above
+    and below it, the corners it received across included). Where every element a PE
+    reads of a diagonal neighbour is one the PE beside it reads too (a convex window),
+    four displacements do the work of eight. None where that does not hold, or where the
+    parts are not boxes (as :func:`halo_exchange`)."""
+    if ex.reduce:
+        return None
+    pairs = _pairs(ex, region)
+    try:
+        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
+    except poly.TooManyPointsError:
+        return None
+    if not any(dx and dy for dx, dy in moves):
+        return None
+    across = sorted({(dx, 0) for dx, _ in moves if dx})
+    down = sorted({(0, dy) for _, dy in moves if dy})
+    if not across or not down:
+        return None
+    beside = _union(pairs, across)
+    # what each PE reads of the PEs beside it, and then holds
+    needed, produced = poly.align_params(ex.needed, ex.produced)
+    needed_a = needed.intersect(beside.reverse().apply_range(produced)).coalesce()
+    held = produced.union(needed_a).coalesce()
+    # (what else it reads and some PE holds: elements nobody writes stay where they are)
+    rest = needed.subtract(produced).subtract(needed_a).intersect_range(
+        produced.range()).coalesce()
+    second = replace(ex, produced=held, needed=rest)
+    vertical = _union(_pairs(second, region), down)
+    if not rest.is_subset(vertical.reverse().apply_range(held)):
+        return None  # (a diagonal neighbour's element the PE beside does not read)
+    parts_a = _displacement_parts(replace(ex, needed=needed_a), beside, across, local,
+                                  region, name=name, fresh=fresh, shape=shape,
+                                  first=ex.color)
+    if parts_a is None:
+        return None
+    parts_b = _displacement_parts(second, vertical, down, local, region, name=name,
+                                  fresh=fresh, shape=shape, number=len(across))
+    if parts_b is None:
+        return None
+    return parts_a, parts_b
+
+
+def _pairs(ex: Exchange, region: Region) -> isl.Map:
+    """``{ sender -> receiver }`` of ``ex``: each PE to the others reading what it holds."""
+    sources = ex.needed.apply_range(ex.produced.reverse())
+    identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
+    sources, identity = poly.align_params(sources, identity)
+    return sources.subtract(identity).coalesce().reverse()
+
+
+def _union(pairs: isl.Map, moves: Sequence[tuple[int, int]]) -> isl.Map:
+    """The pairs one of ``moves`` apart."""
+    chosen = pairs.intersect(translate(*moves[0]))
+    for dx, dy in moves[1:]:
+        chosen = chosen.union(pairs.intersect(translate(dx, dy)))
+    return chosen.coalesce()
+
+
+def _displacement_parts(ex: Exchange, pairs: isl.Map, moves: Sequence[tuple[int, ...]],
+                        local: LocalTensor, region: Region, *, name: str,
+                        fresh: Callable[[], int], shape: tuple[int, ...] | None,
+                        first: int | None = None, number: int = 0
+                        ) -> tuple[DirectExchange, ...] | None:
+    """One exchange without turns per displacement of ``moves`` (numbered from
+    ``number``; the first on color ``first`` where given, the others on fresh ones)."""
     parts: list[DirectExchange] = []
     for n, (dx, dy) in enumerate(moves):
         moved = pairs.intersect(translate(dx, dy)).coalesce()
@@ -188,9 +263,10 @@ def halo_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
         # the receiver needs it from there)
         produced = ex.produced.intersect(moved.apply_range(ex.needed)).coalesce()
         needed = moved.reverse().apply_range(produced).coalesce()
-        color = ex.color if n == 0 else fresh()
+        color = first if n == 0 and first is not None else fresh()
         made = direct_exchange(replace(ex, produced=produced, needed=needed, color=color),
-                               local, region, name=f"{name}_{n}", fresh=fresh, shape=shape)
+                               local, region, name=f"{name}_{number + n}", fresh=fresh,
+                               shape=shape, pairs=moved.intersect_domain(produced.domain()))
         if made is None or len(parts) + len(made) > MAX_DIRECT_COLORS * 2:
             return None
         parts.extend(made)

@@ -8,7 +8,12 @@ from itertools import count
 from typing import Literal
 
 from dtg.codegen.blocks import block_exchange, reduce_block_exchange
-from dtg.codegen.direct import DirectExchange, direct_exchange, halo_exchange
+from dtg.codegen.direct import (
+    DirectExchange,
+    direct_exchange,
+    halo_exchange,
+    two_phase_halo,
+)
 from dtg.codegen.emitstate import EmitterState
 from dtg.codegen.islast import (
     aff_expr,
@@ -26,6 +31,7 @@ from dtg.mapping.flows import (
     Exchange,
 )
 from dtg.pe.ir import (
+    MAX_SIMD_CONFIGS,
     Activate,
     BoolOp,
     Cmp,
@@ -92,10 +98,23 @@ class Sharing(EmitterState):
             spare = count(1 << 20)
             trial = halo_exchange(ex, local, self.region, name=t, fresh=lambda: next(spare),
                                   shape=self.tg.model.graph.tensor(ex.tensor).shape)
+            shape = self.tg.model.graph.tensor(ex.tensor).shape
+            if trial is not None and 2 * len(trial) > MAX_SIMD_CONFIGS:
+                # (more configurations than a PE has: in two phases, where a convex
+                # window's diagonal parts go by the PEs beside)
+                phased = two_phase_halo(ex, local, self.region, name=t,
+                                        fresh=lambda: next(spare), shape=shape)
+                if phased is not None and (block is None or _halo_cycles(
+                        (*phased[0], *phased[1])) < _turn_cycles(turns, block.size)):
+                    made = two_phase_halo(ex, local, self.region, name=t,
+                                          fresh=self._fresh_color, shape=shape)
+                    assert made is not None  # (as the trial)
+                    self._direct(ex, k, after, *made)
+                    return
             if trial is not None and (block is None or _halo_cycles(trial) < _turn_cycles(
                     turns, block.size)):
                 parts = halo_exchange(ex, local, self.region, name=t, fresh=self._fresh_color,
-                                      shape=self.tg.model.graph.tensor(ex.tensor).shape)
+                                      shape=shape)
                 assert parts is not None  # (as the trial)
                 self._direct(ex, k, after, parts)
                 return
@@ -162,10 +181,16 @@ class Sharing(EmitterState):
         self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
 
     def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt],
-                parts: tuple[DirectExchange, ...]) -> None:
+                parts: tuple[DirectExchange, ...],
+                later: tuple[DirectExchange, ...] = ()) -> None:
         """The tasks of an exchange without turns: in its phase, a sender sends its block
         at once (on its part's color); ``after`` runs once a PE has sent (if it sends)
-        and landed its block (if it receives one: its end mark counts)."""
+        and landed its block (if it receives one: its end mark counts). With ``later``
+        parts (a halo in two phases), a PE sends those once it has landed every part of
+        the first phase it receives, and ``after`` waits for them too."""
+        if later:
+            self._two_phases(ex, k, after, parts, later)
+            return
         t = exchange_name(ex)
         got, sent = f"got_{t}", f"sent_{t}"
         first = parts[0]
@@ -211,6 +236,48 @@ class Sharing(EmitterState):
             tasks += [Task(f"share_{t}{suffix}", "data", part.receive, part.color, False,
                            part.size, part.land.name),
                       Task(f"end_{t}{suffix}", "control", (SetInt(got, "+=", IConst(1)),
+                                                           *turn), part.color)]
+        self.extra_tasks += [
+            *tasks,
+            Task(f"turn_{t}", "local", turn),
+            Task(f"step_{t}", "local", tuple(after)),
+        ]
+
+    def _two_phases(self, ex: Exchange, k: int, after: Sequence[Stmt],
+                    first: tuple[DirectExchange, ...],
+                    second: tuple[DirectExchange, ...]) -> None:
+        """A halo in two phases (codegen.direct.two_phase_halo): ``sent_T`` counts the
+        phases a PE has sent (0, 1, 2), ``got_T`` and ``got_T_b`` the end marks of each."""
+        t = exchange_name(ex)
+        got, got_b, sent = f"got_{t}", f"got_{t}_b", f"sent_{t}"
+        self.ints.append(IntVar(got_b))
+        for part in (*first, *second):
+            self.routes += list(part.routes)
+            self.configs.extend(part.configs)
+        for land in dict.fromkeys(part.land for part in (*first, *second)):
+            self.extra_arrays.append(land)
+
+        def sends(parts: tuple[DirectExchange, ...]) -> list[Stmt]:
+            return [s for part in parts for s in guarded(
+                part.sender, (*part.send, SendEnd(part.color)))]
+
+        landed_a = Cmp("==", IVar(got), _any(part.receiver for part in first))
+        landed_b = Cmp("==", IVar(got_b), _any(part.receiver for part in second))
+        turn = (If(Cmp("==", IVar("phase"), IConst(k)), (
+            If(Cmp("==", IVar(sent), IConst(0)), (*sends(first), SetInt(sent, "=", IConst(1)))),
+            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(1)), landed_a),
+               (*sends(second), SetInt(sent, "=", IConst(2)))),
+            If(BoolOp("&&", Cmp("==", IVar(sent), IConst(2)), landed_b),
+               (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
+        )),)
+        tasks: list[Task] = []
+        for n, part in enumerate((*first, *second)):
+            suffix = f"_{n}" if n else ""
+            counter = got if n < len(first) else got_b
+            self.task_pes[f"share_{t}{suffix}"] = part.receivers
+            tasks += [Task(f"share_{t}{suffix}", "data", part.receive, part.color, False,
+                           part.size, part.land.name),
+                      Task(f"end_{t}{suffix}", "control", (SetInt(counter, "+=", IConst(1)),
                                                            *turn), part.color)]
         self.extra_tasks += [
             *tasks,

@@ -1,9 +1,10 @@
-"""Random programs aimed at seven mechanisms (issue 27), each checked against the reference
+"""Random programs aimed at eight mechanisms (issue 27), each checked against the reference
 interpreter: halos of internal tensors exchanged by displacement, blocks of two tilings
 that do not line up (cut to a length), streams whose order is one linearized sequence,
 orders permuted by residue classes, outputs leaving in a linearized order, outputs
 gathered where their holders' lines cross their exit lines (transposes), and totals
-chained along the exit line that holds them. A pair
+chained along the exit line that holds them, and windows centred on their pixel over 2-D
+tiles (halos from all 8 neighbours, in two phases). A pair
 may be rejected with a located error; it must never give wrong outputs or an internal
 error.
 
@@ -227,8 +228,40 @@ def totals(draw: st.DrawFn) -> tuple[str, str]:
     return lair, mapping
 
 
+@st.composite
+def centred(draw: st.DrawFn) -> tuple[str, str]:
+    """Zero padding as a statement, then a window centred on its pixel over 2-D tiles:
+    each PE reads parts of its 8 neighbours' blocks (16 configurations by displacement),
+    so the halo goes in two phases, across then down, or by turns."""
+    c = draw(st.integers(1, 2))
+    r = draw(st.integers(1, 2))  # (the window's radius)
+    th, tw = draw(st.integers(2, 6)), draw(st.integers(2, 6))
+    rows, cols = draw(st.integers(2, 4)), draw(st.integers(2, 4))
+    h = th * rows - draw(st.integers(0, th - 1))
+    w = tw * cols - draw(st.integers(0, tw - 1))
+    k = 2 * r + 1
+    lair = f"""
+        lair pad(): float16 x[{c}][{h}][{w}] -> float16 xp[{c}][{h + 2 * r}][{w + 2 * r}]
+        {{ all (c, i, j) in ({c}, {h}, {w}) xp[c][i + {r}][j + {r}] = x[c][i][j] }}
+        lair win(): float16 xp[{c}][{h + 2 * r}][{w + 2 * r}], float16 f[{c}][{k}][{k}]
+                    -> float16 y[{h}][{w}]
+        {{ all (i, j, c, p, q) in ({h}, {w}, {c}, {k}, {k})
+           y[i][j] += xp[c][i + p][j + q] * f[c][p][q] }}
+        """
+    mapping = f"""
+        rectangle {{ PE[{cols}, {rows}] }}
+        placement {{ pad[c, i, j] -> PE[j//{tw}, i//{th}];
+                     win[i, j, c, p, q] -> PE[j//{tw}, i//{th}] }}
+        input  x resident
+        input  f resident
+        output y resident
+        """
+    return lair, mapping
+
+
 KINDS = {"halos": halos(), "linearized": linearized(), "residues": residues(),
-         "misaligned": misaligned(), "transposed": transposed(), "totals": totals()}
+         "misaligned": misaligned(), "transposed": transposed(), "totals": totals(),
+         "centred": centred()}
 
 
 def _run(kind: str, examples: int, seed: int) -> None:
