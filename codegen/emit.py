@@ -108,14 +108,16 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
          reference: str | None, params: Sequence[tuple[str, int | str]] = (),
          simd: bool = True, simd_fill: bool = True,
          scalar_outputs: frozenset[str] | None = None,
-         arrivals: ArrivalPlan | None = None, share: bool = False) -> PeModule:
+         arrivals: ArrivalPlan | None = None, share: bool = False,
+         choices: dict[str, tuple[int, float]] | None = None) -> PeModule:
     """The PE module for a planned task graph; ``simd=False`` gives scalar code only,
     ``simd_fill`` uses SIMD for initialization, and output, combining and exchange tasks
     use it except those named in ``scalar_outputs`` (``"out:y"``, ``"combine:y"``,
     ``"exchange:y"``);
     ``arrivals`` names the dense streams whose wavelets are taken in batches; with
     ``share``, instructions that differ only in their arrays share one configuration
-    (:func:`share_configurations`)."""
+    (:func:`share_configurations`); ``choices`` receives what giving up each halo for
+    the block turns would free and cost (``"halo:T"``: configurations, cycles)."""
     shared = share_configurations if share else _unchanged
     streams = [StreamIO("input", f.tensor, f.kind, f.external_color, str(f.stream_relation))
                for f in tg.inputs if f.stream_relation is not None]
@@ -129,6 +131,8 @@ def emit(tg: TaskGraph, memory: Memory, decisions: dict[str, SimdDecision], *, n
                               frozenset() if scalar_outputs is None else scalar_outputs,
                               arrivals or ArrivalPlan())
     compute = builder.build()
+    if choices is not None:
+        choices.update(builder.halo_choices)
     programs.append(drop_unrun_configs(drop_unread_ints(merge_adjacent_ifs(_hoisted(
         settle_pe_branches(guard_configurations(shared(compute),
                                                 task_pes=builder.task_pes),

@@ -34,6 +34,9 @@ class EmitterState:
     task_pes: dict[str, isl.Set] = field(default_factory=dict)  # where a task can run
     landed_in_place: set[str] = field(default_factory=set)  # landing arrays not needed
     extra_colors: int = 0  # colors taken beyond the plan's (:meth:`_fresh_color`)
+    # "halo:T" -> (configurations the block turns would free, their predicted extra
+    # cycles): what giving up a halo for the turns trades, for the budget
+    halo_choices: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @property
     def region(self) -> Region:

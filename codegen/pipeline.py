@@ -173,9 +173,10 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
     arrivals = arrivals or ArrivalPlan()
     tensors = [t.name for t in tg.model.graph.tensors]
     while True:
+        halos: dict[str, tuple[int, float]] = {}
         module = emit(tg, memory, decisions, name=name, reference=reference, params=params,
                       simd=simd, simd_fill=fill, scalar_outputs=scalar_outputs,
-                      arrivals=arrivals)
+                      arrivals=arrivals, choices=halos)
         if max((configurations_per_pe(p) for p in module.programs), default=0) <= max_configs:
             return module, decisions, arrivals
         # First, instructions that differ only in their arrays share a configuration:
@@ -208,6 +209,8 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                                                        _indexed_exchange(tg)).items():
             if group not in scalar_outputs:
                 options.append((saving / configs, group, configs))
+        for halo, (freed, loss) in halos.items():  # (a halo for the block turns)
+            options.append((max(loss, 0.0) / freed, halo, freed))
         if fill:
             configs, saving = _fill_saving(module)
             if configs:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from itertools import count
 from typing import Literal
 
-from dtg.codegen.blocks import block_exchange, reduce_block_exchange
+from dtg.codegen.blocks import BlockExchange, block_exchange, reduce_block_exchange
 from dtg.codegen.direct import (
     DirectExchange,
     direct_exchange,
@@ -109,6 +109,7 @@ class Sharing(EmitterState):
                     made = two_phase_halo(ex, local, self.region, name=t,
                                           fresh=self._fresh_color, shape=shape)
                     assert made is not None  # (as the trial)
+                    self._note_halo(ex, (*made[0], *made[1]), block, turns)
                     self._direct(ex, k, after, *made)
                     return
             if trial is not None and (block is None or _halo_cycles(trial) < _turn_cycles(
@@ -116,6 +117,7 @@ class Sharing(EmitterState):
                 parts = halo_exchange(ex, local, self.region, name=t, fresh=self._fresh_color,
                                       shape=shape)
                 assert parts is not None  # (as the trial)
+                self._note_halo(ex, parts, block, turns)
                 self._direct(ex, k, after, parts)
                 return
         if ex.axis == "region":
@@ -179,6 +181,18 @@ class Sharing(EmitterState):
 
         sending = (*scan(produced, context, send), SendEnd(c), SetInt(sent, "=", IConst(1)))
         self._turns(ex, k, after, turns, sending, Task(f"share_{t}", "data", keep, c, True))
+
+    def _note_halo(self, ex: Exchange, parts: Sequence[DirectExchange],
+                   block: BlockExchange | None, turns: TurnOrder) -> None:
+        """What the block turns would free and cost in place of a halo's ``parts``, for
+        the configuration budget (``halo:T``)."""
+        if block is None:
+            return
+        mine = sum(len(c.variants) for part in parts for c in part.configs)
+        theirs = sum(len(c.variants) for c in block.configs)
+        if mine > theirs:
+            self.halo_choices[f"halo:{ex.tensor}"] = (
+                mine - theirs, float(_turn_cycles(turns, block.size) - _halo_cycles(parts)))
 
     def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt],
                 parts: tuple[DirectExchange, ...],
@@ -316,6 +330,10 @@ class Sharing(EmitterState):
 # cycles where 4 turns ran 248)
 HALO_PART = 25
 TURN = 20  # a turn's end mark, control task and hand-over, about
+# over the whole region every PE lands every block, a data and a control task each (a
+# padded 3 x 3 convolution's 16 turns of 64 and of 512 elements: about 63 and 85 cycles
+# a turn beyond the block)
+TURN_REGION = 64
 
 
 def _halo_cycles(parts: Sequence[DirectExchange]) -> int:
@@ -328,7 +346,7 @@ def _turn_cycles(turns: TurnOrder, size: int) -> int:
     """About what a block exchange with turns costs: one block per turn of its line."""
     per_line = {"row": turns.width, "column": turns.height}.get(
         turns.axis, turns.width * turns.height)
-    return per_line * (size + TURN)
+    return per_line * (size + (TURN_REGION if turns.axis == "region" else TURN))
 
 
 def _any(conds: Iterable[Cond | None]) -> IExpr:

@@ -8,7 +8,8 @@
   more than a PE has, and the block turns refused parts of several sizes, so the
   indexed protocol ran; now the halo goes in two phases, across then down (the corners
   by the PEs beside), 8 configurations; and the turns take a size variant per part, the
-  budget giving up the halo for them before the indexed protocol;
+  budget giving up the halo for them before the indexed protocol, where it weighs the
+  configurations they free against the cycles they cost;
 - a cyclic placement of sizes the mesh does not divide (30 over 4): each PE's sizes,
   7 or 8, are floors of its coordinates, which the size enumeration refused, so the
   GEMM ran scalar;
@@ -75,7 +76,23 @@ SHORT_LAST_BAND = ("""
     output y resident
     """)
 
-PAIRS = {"pad_same_pe": PAD_SAME_PE, "centred_window": CENTRED_WINDOW,
+# An upsampling copy, then a centred window over it tiled otherwise: the window's halo in
+# two phases takes 8 configurations, which the per-wavelet copy and the batches need
+# too; the block turns take 4.
+UPSAMPLED = ("""
+    lair up(): float16 x[16][16] -> float16 u[34][34]
+    { all (i, j, a, b) in (16, 16, 2, 2) u[2*i + a + 1][2*j + b + 1] = x[i][j] }
+    lair cv(): float16 u[34][34], float16 W[2][3][3] -> float16 y[2][32][32]
+    { all (k, i, j, a, b) in (2, 32, 32, 3, 3) y[k][i][j] += u[i + a][j + b] * W[k][a][b] }
+    """, """
+    rectangle { PE[4, 4] }
+    placement { up[i, j, a, b] -> PE[j//4, i//4]; cv[k, i, j, a, b] -> PE[j//8, i//8] }
+    input  x dense { x[i = 0:15, j = 0:15] -> [PE[j//4, -1] -> index[i, j mod 4]] }
+    input  W resident
+    output y dense { y[k = 0:1, i = 0:31, j = 0:31] -> [PE[-1, i//8] -> index[k, i mod 8, j]] }
+    """)
+
+PAIRS = {"pad_same_pe": PAD_SAME_PE, "upsampled": UPSAMPLED, "centred_window": CENTRED_WINDOW,
          "cyclic_uneven": CYCLIC_UNEVEN, "short_last_band": SHORT_LAST_BAND}
 
 
@@ -103,6 +120,18 @@ def test_a_centred_window_takes_block_turns_with_a_variant_per_part(
     recv = [c for p in compiled.module.programs for c in p.configs if "_recv" in c.name]
     # (the parts kept of the neighbours' 4 x 4 blocks: a row, a column, a corner)
     assert {v for c in recv for v in c.variants} == {(1, 1), (1, 4), (4, 1)}
+
+
+def test_the_budget_trades_a_halo_for_the_block_turns(tmp_path: Path) -> None:
+    """The budget weighs the configurations the turns free against the cycles they cost
+    (``halo:u``), among its other options: here the halo gives way."""
+    compiled = dtg.compile(write_pair(tmp_path, *UPSAMPLED))
+    assert compiled.module is not None
+    text = dtg.module_text(compiled)
+    assert "got_u_b" not in text and "send(" not in text
+    shares = [t for p in compiled.module.programs for t in p.tasks
+              if t.name.startswith("share_u")]
+    assert len(shares) == 1 and shares[0].batch  # (one block turn task, by SIMD)
 
 
 def test_a_cyclic_placement_of_uneven_sizes_keeps_simd(tmp_path: Path) -> None:
