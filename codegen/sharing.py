@@ -208,11 +208,7 @@ class Sharing(EmitterState):
         t = exchange_name(ex)
         got, sent = f"got_{t}", f"sent_{t}"
         first = parts[0]
-        for part in parts:
-            self.routes += list(part.routes)
-            self.configs.extend(part.configs)
-        for land in dict.fromkeys(part.land for part in parts):
-            self.extra_arrays.append(land)
+        self._declare_parts(parts)
         mine = Cmp("==", IVar(sent), IConst(0))
         if len(parts) == 1:
             sending: tuple[Stmt, ...] = (*first.send, SendEnd(first.color),
@@ -243,13 +239,27 @@ class Sharing(EmitterState):
             If(Cmp("==", simplify(IBin("+", IVar(got), IVar(sent))), total),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
+        self._part_tasks(t, parts, (got,) * len(parts), turn, after)
+
+    def _declare_parts(self, parts: Sequence[DirectExchange]) -> None:
+        """The routes, configurations and landing arrays of an exchange's parts."""
+        for part in parts:
+            self.routes += list(part.routes)
+            self.configs.extend(part.configs)
+        for land in dict.fromkeys(part.land for part in parts):
+            self.extra_arrays.append(land)
+
+    def _part_tasks(self, t: str, parts: Sequence[DirectExchange], counters: Sequence[str],
+                    turn: tuple[Stmt, ...], after: Sequence[Stmt]) -> None:
+        """Per part, a data task landing its block and a control task counting its end
+        mark in its counter and taking the turn; then the turn and the step after it."""
         tasks: list[Task] = []
-        for n, part in enumerate(parts):
+        for n, (part, counter) in enumerate(zip(parts, counters, strict=True)):
             suffix = f"_{n}" if n else ""
             self.task_pes[f"share_{t}{suffix}"] = part.receivers  # (routes deliver there)
             tasks += [Task(f"share_{t}{suffix}", "data", part.receive, part.color, False,
                            part.size, part.land.name),
-                      Task(f"end_{t}{suffix}", "control", (SetInt(got, "+=", IConst(1)),
+                      Task(f"end_{t}{suffix}", "control", (SetInt(counter, "+=", IConst(1)),
                                                            *turn), part.color)]
         self.extra_tasks += [
             *tasks,
@@ -265,11 +275,7 @@ class Sharing(EmitterState):
         t = exchange_name(ex)
         got, got_b, sent = f"got_{t}", f"got_{t}_b", f"sent_{t}"
         self.ints.append(IntVar(got_b))
-        for part in (*first, *second):
-            self.routes += list(part.routes)
-            self.configs.extend(part.configs)
-        for land in dict.fromkeys(part.land for part in (*first, *second)):
-            self.extra_arrays.append(land)
+        self._declare_parts((*first, *second))
 
         def sends(parts: tuple[DirectExchange, ...]) -> list[Stmt]:
             return [s for part in parts for s in guarded(
@@ -284,20 +290,8 @@ class Sharing(EmitterState):
             If(BoolOp("&&", Cmp("==", IVar(sent), IConst(2)), landed_b),
                (SetInt("phase", "=", IConst(-k)), Activate(f"step_{t}"))),
         )),)
-        tasks: list[Task] = []
-        for n, part in enumerate((*first, *second)):
-            suffix = f"_{n}" if n else ""
-            counter = got if n < len(first) else got_b
-            self.task_pes[f"share_{t}{suffix}"] = part.receivers
-            tasks += [Task(f"share_{t}{suffix}", "data", part.receive, part.color, False,
-                           part.size, part.land.name),
-                      Task(f"end_{t}{suffix}", "control", (SetInt(counter, "+=", IConst(1)),
-                                                           *turn), part.color)]
-        self.extra_tasks += [
-            *tasks,
-            Task(f"turn_{t}", "local", turn),
-            Task(f"step_{t}", "local", tuple(after)),
-        ]
+        self._part_tasks(t, (*first, *second),
+                         (got,) * len(first) + (got_b,) * len(second), turn, after)
 
     def _turns(self, ex: Exchange, k: int, after: Sequence[Stmt], turns: TurnOrder,
                sending: Sequence[Stmt], share: Task) -> None:
