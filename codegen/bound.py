@@ -46,7 +46,7 @@ from typing import Any
 import islpy as isl
 import numpy as np
 
-from dtg.lair.graph import Binary, Read, Stmt, Unary, Value, vanishes_with
+from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value, vanishes_with
 from dtg.lair.limits import counted
 from dtg.lair.lower import PolyModel, PolyStatement
 from dtg.mapping import poly
@@ -121,9 +121,34 @@ def _operation_kinds(stmt: Stmt) -> tuple[int, int]:
     ops, multiplying, _ = _operators(stmt.value, used, every)
     if stmt.op in ("+=", "max="):
         ops += 0 if stmt.op == "+=" and _is_product(stmt.value) else 1
+    if stmt.op == "+=" and (terms := _simple_terms(stmt.value)) is not None and \
+            terms[0] < ops:
+        # a sum of terms accumulated one a time: each product's multiply-add carries an
+        # addition, so the accumulation's is one of them (``y += a * x + b * z`` is two
+        # multiply-adds, not two and an addition)
+        ops, multiplying = terms
     if ops == 0:
         return 0, 1  # a copy
     return multiplying, ops - multiplying
+
+
+def _simple_terms(value: Value, sign: int = 1) -> tuple[int, int] | None:
+    """(operations, those multiplying) of accumulating ``value``, a signed sum of terms
+    each a leaf or a product of two leaves, one term at a time: one each, but a
+    subtracted product with no constant to negate (a product, then a subtraction);
+    None where it is no such sum."""
+    match value:
+        case Binary("+" | "-" as op, lhs, rhs):
+            a, b = _simple_terms(lhs, sign), _simple_terms(rhs, -sign if op == "-" else sign)
+            return None if a is None or b is None else (a[0] + b[0], a[1] + b[1])
+        case Unary("neg", operand):
+            return _simple_terms(operand, -sign)
+        case Binary("*", Read() | Const() as a, Read() | Const() as b):
+            negated = sign < 0 and not isinstance(a, Const) and not isinstance(b, Const)
+            return (2 if negated else 1), 1
+        case Read() | Const():
+            return 1, 0
+    return None
 
 
 def _operators(value: Value, used: dict[str, set[str]], every: set[str]

@@ -46,11 +46,11 @@ from dtg.codegen.licm import hoist_loop_invariants
 from dtg.codegen.routes import tree_routes
 from dtg.codegen.scalarcode import scalar_code, value_expr
 from dtg.codegen.sharing import Sharing, exchange_name
-from dtg.codegen.simd import Operand, SimdDecision, row_major
+from dtg.codegen.simd import TEMP, Operand, SimdDecision, row_major
 from dtg.codegen.splitting import split_outer_loop
 from dtg.codegen.stmtutil import guarded, pe_condition_set
 from dtg.errors import CompilerBug
-from dtg.lair.graph import Const
+from dtg.lair.graph import Const, Value
 from dtg.lair.lower import PolyStatement
 from dtg.mapping import poly
 from dtg.mapping.flows import (
@@ -97,6 +97,7 @@ from dtg.pe.ir import (
 )
 
 NEUTRAL = {"+=": 0.0, "max=": float("-inf")}
+Step = tuple[str, Operand, tuple[Operand, ...], Value | None]
 # Whether the work that follows a PE's last end mark runs in the task that counts it (a
 # stream's only batch, the last of several streams) rather than a task of its own: one
 # dispatch fewer. Off, every data task does its stream's work alone, which is what the
@@ -367,6 +368,8 @@ class _ComputeBuilder(Sharing, Gathering):
         """One configuration and invocation per operation of the decision."""
         assert d.dst is not None and d.op is not None and d.sizes is not None
         steps = ((d.op, d.dst, d.srcs, d.scalar), *d.more)
+        if any(o.array == TEMP for _, dst, srcs, _ in steps for o in (dst, *srcs)):
+            steps = self._temporary(task_name, d, steps)
         runs = []
         for k, (op, dst, srcs, scalar_value) in enumerate(steps):
             name = f"simd_{task_name}" + (f"_{k}" if len(steps) > 1 else "")
@@ -386,6 +389,25 @@ class _ComputeBuilder(Sharing, Gathering):
             runs.append(Run(name, tuple(bases.items()), scalar, d.variant,
                             d.length if d.by_length else None))
         return tuple(runs)
+
+    def _temporary(self, task_name: str, d: SimdDecision, steps: Sequence[Step]
+                   ) -> tuple[Step, ...]:
+        """``steps`` with their temporary (codegen.simd.TEMP) an array of the task's own,
+        declared once: the instruction's largest box, in the statement's type."""
+        name = f"temp_{task_name}"
+        if all(a.name != name for a in self.extra_arrays):
+            task = next(t for t in self.tg.tasks if t.name == task_name)
+            assert task.statement is not None
+            target = self.tg.model.statement(task.statement).stmt.target.tensor
+            sizes = d.variants or ((d.sizes,) if d.sizes is not None else ())
+            self.extra_arrays.append(Array(name, self.tg.model.graph.tensor(target).dtype, (
+                prod(max(v[k] for v in sizes) for k in range(len(sizes[0]))),)))
+
+        def named(o: Operand) -> Operand:
+            return replace(o, array=name) if o.array == TEMP else o
+
+        return tuple((op, named(dst), tuple(named(o) for o in srcs), scalar)
+                     for op, dst, srcs, scalar in steps)
 
     def _scalar(self, pstmt: PolyStatement, instances: isl.Set, trigger: str | None,
                 context: isl.Set) -> tuple[Stmt, ...]:
@@ -426,10 +448,16 @@ class _ComputeBuilder(Sharing, Gathering):
             body.extend(self._batched_keep(batch, flow))
         elif flow.tensor in self.tg.buffered and batch is None:
             body.extend(self._keep(flow))
+        work: list[Stmt] = []
         for t in self.tg.tasks:
             if t.kind == "compute" and t.flow == flow.name:
-                body.extend(self._compute(t.name) if batch is None else self._batched(
+                work.extend(self._compute(t.name) if batch is None else self._batched(
                     batch, t.name))
+        if work and batch is not None and batch.groups is not None and flow.kind == "sparse":
+            # (whole groups with nothing sent: zeros, which contribute nothing, as a
+            # window with nothing sent is not opened)
+            work = [If(Cmp(">", IVar(COUNT), IConst(0)), tuple(work))]
+        body.extend(work)
         if batch is not None and batch.ring > 1 and not in_place:
             # the batch's part of its landing ring
             body = list(move_array(tuple(body), batch.land.name,

@@ -16,7 +16,14 @@ from dtg.codegen.cost import box_volume, costs, fabric_costs, scalar_cycles, sim
 from dtg.codegen.dataflow import check_data_flow
 from dtg.codegen.emit import emit
 from dtg.codegen.inplace import apply_in_place, in_place_batches, plan_in_place
-from dtg.codegen.simd import Extension, SimdDecision, decide, no_simd
+from dtg.codegen.simd import (
+    Extension,
+    SimdDecision,
+    decide,
+    no_simd,
+    temporaries_enabled,
+    without_temporaries,
+)
 from dtg.errors import CodegenError, CompilerBug, DtgError, UnsupportedMappingError
 from dtg.lair.frontend import Program
 from dtg.mapping import inputs as input_plan
@@ -609,8 +616,18 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
             module = shared
             check_data_flow(tg, memory, decisions, arrivals)
             for pe_program in module.programs:
-                check_fits(pe_program.name, [(a.name, a.shape, a.bytes)
-                                             for a in pe_program.arrays])
+                arrays = [(a.name, a.shape, a.bytes) for a in pe_program.arrays]
+                if sum(b for _, _, b in arrays) > LOCAL_MEMORY_BYTES and \
+                        temporaries_enabled() and any(a.name.startswith("temp_")
+                                                      for a in pe_program.arrays):
+                    with without_temporaries():  # (the SIMD temporaries do not fit)
+                        again = _compile_kept(program, mapping, stop=stop, simd=simd,
+                                              name=name, reference=reference, params=params,
+                                              max_configs=max_configs, arrival=arrival,
+                                              fabric=fabric, keep=keep, split=split,
+                                              segments=segments, halos=halos)
+                    return replace(again, seconds=time.perf_counter() - start)
+                check_fits(pe_program.name, arrays)
             result = Compilation(program, mapping, tg, memory, decisions,
                                  module if stop == "code" else None, simd, arrivals=arrivals)
     seconds = time.perf_counter() - start

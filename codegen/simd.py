@@ -10,7 +10,9 @@ gets scalar loops and the decision records why.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from itertools import permutations
 from math import prod
@@ -41,6 +43,28 @@ Case = Literal["base", "compressed", "box_hull", "enumerated"]
 MAX_BASE_PIECES = 12
 DECISION_EFFORT = 2_000_000  # isl operations per SIMD decision (about 2 s)
 OPS = {"fmac", "fmul", "fadd", "fsub", "fmax", "copy", "fill"}
+# A temporary: an operand standing for a scratch array the size of the instruction's box
+# (row-major), where a value must be computed before it is accumulated (op_steps); the
+# emitter gives each task its own array.
+TEMP = "%temp"
+# The largest temporary a decision takes (a sixth of a PE's memory in float32): a larger
+# box takes outer loops instead, a row of it at a time.
+MAX_TEMP_ELEMENTS = 2048
+_TEMPORARIES: ContextVar[bool] = ContextVar("temporaries", default=True)
+
+
+def temporaries_enabled() -> bool:
+    return _TEMPORARIES.get()
+
+
+@contextmanager
+def without_temporaries() -> Iterator[None]:
+    """Decisions made inside use no temporary (where theirs would not fit the PE)."""
+    token = _TEMPORARIES.set(False)
+    try:
+        yield
+    finally:
+        _TEMPORARIES.reset(token)
 
 
 @dataclass(frozen=True)
@@ -209,8 +233,6 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
     single = op_shape(stmt, trigger)
     if not isinstance(single, str):
         return (single,)
-    if stmt.op == "max=":
-        return single
     dst = stmt.target.tensor
 
     def leaf(v: Value) -> str | bool | None:
@@ -218,23 +240,36 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
             return None if v.tensor == trigger else v.tensor
         return None if isinstance(v, Const) else False
 
+    if stmt.op == "max=":
+        accumulated = _accumulated(stmt.op, stmt.value, dst, leaf)
+        return single if accumulated is None else accumulated
     terms = _terms(stmt.value, 1)
-    if terms is None:
-        chain = _chain(stmt.value, dst, leaf) if stmt.op == "=" else None
+    summed = None if terms is None else _summed(stmt.op, terms, dst, leaf)
+    if summed is not None and len(summed) >= 2:
+        return tuple(summed)
+    if stmt.op == "=":
+        chain = _chain(stmt.value, dst, leaf, TEMP if _TEMPORARIES.get() else None)
         return single if chain is None or len(chain) < 2 else tuple(chain)
-    if stmt.op == "=" and len(terms) == 2 and isinstance(terms[0][1], Binary) and \
+    accumulated = _accumulated(stmt.op, stmt.value, dst, leaf)
+    return single if accumulated is None else accumulated
+
+
+def _summed(op: str, terms: list[tuple[int, Value]], dst: str,
+            leaf: Callable[[Value], str | bool | None]) -> list[OpShape] | None:
+    """A sum of signed terms (each an operand or a product of two) accumulated in the
+    target, or None where a term cannot be (a subtracted product without a constant)."""
+    if op == "=" and len(terms) == 2 and isinstance(terms[0][1], Binary) and \
             terms[1][0] > 0 and isinstance(leaf(terms[1][1]), str):
         # ``a * b + s`` as ``t = s; t += a * b``: the same rounding (one addition, which
         # commutes), and an update in place can then take the copy (codegen.inplace)
         terms = [terms[1], terms[0]]
-    if stmt.op == "=" and len(terms) >= 2 and terms[0][0] < 0 and terms[1][0] > 0:
+    if op == "=" and len(terms) >= 2 and terms[0][0] < 0 and terms[1][0] > 0:
         # ``-d + e`` as ``e - d``: the first partial sum is the same (exactly), so is
         # every one after it
         terms = [terms[1], terms[0], *terms[2:]]
     steps: list[OpShape] = []
-
     for k, (sign, term) in enumerate(terms):
-        first = k == 0 and stmt.op == "="
+        first = k == 0 and op == "="
         if isinstance(term, Binary):  # a product of two leaves
             a, b = term.lhs, term.rhs
             if sign < 0:
@@ -242,18 +277,24 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
                     a = Const(-a.value)
                 elif isinstance(b, Const):
                     b = Const(-b.value)
-                else:
-                    return single
+                elif op == "=" or not _TEMPORARIES.get():
+                    return None  # (``=``: the product in the target first, _chain)
+                else:  # (no constant to negate: the product apart, then subtracted)
+                    product = _product(a, b, TEMP, leaf)
+                    if product is None:
+                        return None
+                    steps += [product, OpShape("fsub", dst, (dst, TEMP), None)]
+                    continue
             scalars = [v for v in (a, b) if leaf(v) is None]
             if len(scalars) > 1:
-                return single
+                return None
             srcs = (_src(leaf(a)), _src(leaf(b)))
             scalar = scalars[0] if scalars else None
             steps.append(OpShape("fmul" if first else "fmac", dst, srcs, scalar))
             continue
         src = leaf(term)
         if src is False:
-            return single
+            return None
         if isinstance(term, Const) and sign < 0:
             term, sign = Const(-term.value), 1
         scalar = term if src is None else None
@@ -265,18 +306,27 @@ def op_steps(stmt: Stmt, trigger: str | None) -> tuple[OpShape, ...] | str:
             steps.append(OpShape("fill" if src is None else "copy", dst, (_src(src),), scalar))
         else:
             steps.append(OpShape("fadd" if sign > 0 else "fsub", dst, (dst, _src(src)), scalar))
-    if len(steps) < 2:
-        return single
-    return tuple(steps)
+    return steps
 
 
-def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None]
-           ) -> list[OpShape] | None:
+def _product(a: Value, b: Value, dst: str, leaf: Callable[[Value], str | bool | None]
+             ) -> OpShape | None:
+    """``dst = a * b`` of two leaves (one scalar at most), or None."""
+    scalars = [v for v in (a, b) if leaf(v) is None]
+    if len(scalars) > 1:
+        return None
+    return OpShape("fmul", dst, (_src(leaf(a)), _src(leaf(b))), scalars[0] if scalars else None)
+
+
+def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None],
+           spare: str | None = None) -> list[OpShape] | None:
     """Operations leaving ``value`` in ``dst``, or None: the value must be a spine of
     binary operations each with a leaf on its other side (for + and -, also a product of
     two leaves), negations allowed; ``max(h + b, 0)`` is ``dst = h + b; dst = max(dst,
     0)``. Every operation rounds to the target's type as the reference does; operands of
-    +, * and max may swap sides (exact in IEEE arithmetic)."""
+    +, * and max may swap sides (exact in IEEE arithmetic). With a ``spare`` temporary,
+    two compound operands are one each: ``(a + b) * (a - b)`` is ``dst = a + b``,
+    ``spare = a - b``, ``dst = dst * spare``."""
     def one(op: str, srcs: tuple[Value, ...]) -> OpShape | None:
         names = [leaf(v) for v in srcs]
         scalars = [v for v, n in zip(srcs, names, strict=True) if n is None]
@@ -308,7 +358,7 @@ def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None]
         return None if first is None else [first]
     match value:
         case Unary(_, operand):
-            inner = _chain(operand, dst, leaf)
+            inner = _chain(operand, dst, leaf, spare)
             negate = on_dst("fmul", (Const(-1.0),))
             return None if inner is None or negate is None else [*inner, negate]
         case Binary(op, lhs, rhs):
@@ -316,10 +366,14 @@ def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None]
             if leaf(lhs) is not False and leaf(rhs) is not False:
                 first = one(name, (lhs, rhs))
                 return None if first is None else [first]
+            if lhs == rhs:  # (a square of a compound operand: ``(a - b) * (a - b)``)
+                inner = _chain(lhs, dst, leaf, spare)
+                return None if inner is None else [
+                    *inner, OpShape(name, dst, (dst, dst), None)]
             for spine, side, swapped in ((lhs, rhs, False), (rhs, lhs, True)):
                 if swapped and op == "-" and leaf(side) is False:
                     continue
-                inner = _chain(spine, dst, leaf) if leaf(spine) is False else None
+                inner = _chain(spine, dst, leaf, spare) if leaf(spine) is False else None
                 if inner is None:
                     continue
                 last: OpShape | None
@@ -331,7 +385,31 @@ def _chain(value: Value, dst: str, leaf: Callable[[Value], str | bool | None]
                     last = None
                 if last is not None:
                     return [*inner, last]
+            if spare is not None:
+                left, right = _chain(lhs, dst, leaf, spare), _chain(rhs, spare, leaf)
+                if left is not None and right is not None:
+                    return [*left, *right, OpShape(name, dst, (dst, spare), None)]
     return None
+
+
+def _accumulated(op: str, value: Value, dst: str,
+                 leaf: Callable[[Value], str | bool | None]
+                 ) -> tuple[OpShape, ...] | str | None:
+    """``dst += value`` (or ``max=``) where ``value`` is not one operand or a product of
+    two: the value computed into a temporary (:data:`TEMP`, by :func:`_chain`), then
+    accumulated; a last multiplication is fused into the accumulation (``dst += t *
+    c``, rounding the product as the reference does). None where the value is no such
+    chain; why not where the temporary would not fit (:func:`without_temporaries`)."""
+    chain = _chain(value, TEMP, leaf)
+    if chain is None:
+        return None
+    if not _TEMPORARIES.get():
+        return ("computing its value before accumulating it needs a temporary array, "
+                "which would not fit the PE")
+    last = chain[-1]
+    if op == "+=" and last.op == "fmul" and TEMP in last.srcs:
+        return (*chain[:-1], OpShape("fmac", dst, last.srcs, last.scalar))
+    return (*chain, OpShape("fadd" if op == "+=" else "fmax", dst, (dst, TEMP), None))
 
 
 def _negated_fmac(pair: tuple[Value, Value], one: Callable[[str, tuple[Value, ...]],
@@ -413,8 +491,8 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             rank: Callable[[SimdDecision], int] | None = None) -> SimdDecision:
     shape = steps[0]
     # For the checks on extra instances: every operand of every step.
-    every = OpShape(shape.op, shape.dst, tuple(dict.fromkeys(
-        src for step in steps for src in step.srcs)), None)
+    every = OpShape(shape.op, pstmt.stmt.target.tensor, tuple(dict.fromkeys(
+        src for step in steps for src in step.srcs if src != TEMP)), None)
     comp = poly.compress(instances)
     compressed_case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) \
         else "base"
@@ -498,6 +576,15 @@ def _decide_inner(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape
         by_tensor: dict[str, Operand] = {}
         for tensor in dict.fromkeys(t for step in steps for t in (step.dst, *step.srcs)):
             if tensor is None:
+                continue
+            if tensor == TEMP:  # (the box row-major, the largest variant's)
+                largest = tuple(max(v[d] for v in (variants or (sizes,)))
+                                for d in range(len(sizes)))
+                if prod(largest) > MAX_TEMP_ELEMENTS:
+                    return (f"its temporary would hold {prod(largest)} elements, more than "
+                            f"{MAX_TEMP_ELEMENTS}")
+                by_tensor[tensor] = Operand("array", None, TEMP, row_major(largest),
+                                            IConst(0))
                 continue
             local = memory.of(tensor)
             if local is None:

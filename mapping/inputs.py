@@ -13,7 +13,7 @@ import islpy as isl
 
 from dtg.errors import UnsupportedMappingError
 from dtg.lair.lower import CTX, PolyModel
-from dtg.mapping import affine, poly
+from dtg.mapping import affine, multicast, poly
 from dtg.mapping.flows import (
     Adapter,
     Colors,
@@ -575,7 +575,7 @@ def tree_flows(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
     return flows
 
 
-MAX_SPLIT = 8  # sources of one color taken apart for their orders, at most
+MAX_SPLIT = multicast.MAX_SPLIT  # sources of one color taken apart for their orders, at most
 
 
 def _single_orders(tree: Tree, one_order: Callable[[Tree], bool]) -> list[Tree]:

@@ -165,5 +165,36 @@ def _color_groups(members: isl.Map) -> list[isl.Set]:
     for src, color in sorted(coloring.items()):
         single = isl.Set.from_point(point(space, src))
         groups[color] = groups[color].union(single) if color in groups else single
-    return [groups[c].coalesce() for c in sorted(groups)]
+    # (a group too large to take apart, source by source, onto colors of its own:
+    # written as a residue class where it is one)
+    return [residue_class(g, sources) if int(g.count_val().to_python()) > MAX_SPLIT else g
+            for g in (groups[c].coalesce() for c in sorted(groups))]
+
+
+# Sources of one color taken apart onto colors of their own at most (mapping.inputs),
+# where their orders differ; a larger group is written as a residue class instead.
+MAX_SPLIT = 8
+
+
+def residue_class(group: isl.Set, sources: isl.Set) -> isl.Set:
+    """``group`` as the sources in one residue class of a coordinate, or of their sum or
+    difference, modulo 2 to 4 (every other source of a line: ``x mod 2 = 1``), where it
+    is one: a set with one constraint instead of a point per source, which keeps the
+    flows' relations, and the code derived from them, one piece (a point per source made
+    a keep expression of 16 pieces on a line of 32); ``group`` itself otherwise."""
+    if group.n_basic_set() <= 1 or int(sources.dim(isl.dim_type.set)) != 2:
+        return group
+    ls = isl.LocalSpace.from_space(sources.get_space())
+    x, y = (isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+            for d in (0, 1))
+    for f in (x, y, x.add(y), x.sub(y)):
+        for k in (2, 3, 4):
+            residue = f.mod_val(isl.Val.int_from_si(sources.get_ctx(), k))
+            for r in range(k):
+                value = isl.PwAff.val_on_domain(sources, isl.Val.int_from_si(
+                    sources.get_ctx(), r))
+                candidate = sources.intersect(residue.eq_set(value))
+                if candidate.is_equal(group):
+                    return candidate
+    return group
 

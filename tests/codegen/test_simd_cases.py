@@ -176,7 +176,9 @@ def test_sums_of_products_are_split_into_operations() -> None:
     assert op_steps(graph.statement("xn"), None) == (
         OpShape("copy", "xo", ("x",), None), OpShape("fmac", "xo", ("beta", "s"), None),
         OpShape("fadd", "xo", ("xo", "z"), None))
-    assert isinstance(op_steps(graph.statement("no"), None), str)  # - s * z: no constant
+    # - s * z, no constant to negate: the product first, then the reversed difference
+    assert op_steps(graph.statement("no"), None) == (
+        OpShape("fmul", "bad", ("s", "z"), None), OpShape("fsub", "bad", ("x", "bad"), None))
 
 
 def test_negated_first_terms_are_simd_operations() -> None:

@@ -165,3 +165,37 @@ def test_sources_apart_lose_their_batches_first_where_colors_run_short(
     together = run_program(tmp_path / "p.lair", seed=1)
     assert together.comparison.verified and together.comparison.exact
     assert apart.result.cycles < together.result.cycles
+
+
+LONG_LINE = ("""
+    lair st(): float32 x[644], float32 w[5] -> float32 y[640]
+    { all (i, r) in (640, 5) y[i] += x[i + r] * w[r] }
+    """, """
+    rectangle { PE[20, 2] }
+    placement { st[i, r] -> PE[i//32, 0] }
+    input x dense { x[i = 0:643] -> [PE[i//32, -1] -> index[i mod 32]] : i < 640;
+                    x[i = 0:643] -> [PE[19, -1] -> index[i - 608]] : i >= 640 }
+    input w resident
+    output y resident
+    """)
+
+
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_more_sources_than_colors_apart_form_residue_classes(
+        tmp_path: Path, engine: str) -> None:
+    """20 sources, each PE's block and its neighbour's halo: every other source on one
+    color, too many to take apart (10, more than 8), are written as a residue class, on which
+    a PE's position in the stream is one function: two flows, both batched. Written a
+    point each (a helper's 32-source line), the keep expression had 16 pieces tested on
+    every wavelet and the stream ran without batches, 72x its bound."""
+    lair, mapping = LONG_LINE
+    (tmp_path / "p.lair").write_text(textwrap.dedent(lair))
+    (tmp_path / "p.map").write_text(textwrap.dedent(mapping))
+    compiled = dtg.compile(tmp_path / "p.lair")
+    assert compiled.tasks is not None and compiled.arrivals is not None
+    flows = compiled.tasks.input_flows("x")
+    assert len(flows) == 2 and all(f.order_on_pe() is not None for f in flows)
+    assert {b.flow for b in compiled.arrivals.batches} == {f.name for f in flows}
+    outcome = run_program(tmp_path / "p.lair", engine=engine, seed=2)
+    assert outcome.comparison.verified and outcome.comparison.exact
+    assert outcome.bound is not None and outcome.result.cycles < 3 * outcome.bound.cycles
