@@ -123,7 +123,7 @@ def _operation_kinds(stmt: Stmt) -> tuple[int, int]:
         ops += 0 if stmt.op == "+=" and _is_product(stmt.value) else 1
     if stmt.op == "+=" and (terms := _simple_terms(stmt.value)) is not None and \
             terms[0] < ops:
-        # a sum of terms accumulated one a time: each product's multiply-add carries an
+        # a sum of terms accumulated one at a time: each product's multiply-add carries an
         # addition, so the accumulation's is one of them (``y += a * x + b * z`` is two
         # multiply-adds, not two and an addition)
         ops, multiplying = terms

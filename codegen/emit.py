@@ -395,13 +395,17 @@ class _ComputeBuilder(Sharing, Gathering):
         """``steps`` with their temporary (codegen.simd.TEMP) an array of the task's own,
         declared once: the instruction's largest box, in the statement's type."""
         name = f"temp_{task_name}"
-        if all(a.name != name for a in self.extra_arrays):
-            task = next(t for t in self.tg.tasks if t.name == task_name)
-            assert task.statement is not None
-            target = self.tg.model.statement(task.statement).stmt.target.tensor
-            sizes = d.variants or ((d.sizes,) if d.sizes is not None else ())
-            self.extra_arrays.append(Array(name, self.tg.model.graph.tensor(target).dtype, (
-                prod(max(v[k] for v in sizes) for k in range(len(sizes[0]))),)))
+        task = next(t for t in self.tg.tasks if t.name == task_name)
+        assert task.statement is not None and d.sizes is not None
+        target = self.tg.model.statement(task.statement).stmt.target.tensor
+        sizes = d.variants or (d.sizes,)
+        needed = prod(max(v[k] for v in sizes) for k in range(len(sizes[0])))
+        # (one array a task: as large as the largest box any of its instructions takes)
+        known = [a for a in self.extra_arrays if a.name == name]
+        if not known or known[0].shape[0] < needed:
+            self.extra_arrays[:] = [a for a in self.extra_arrays if a.name != name]
+            self.extra_arrays.append(
+                Array(name, self.tg.model.graph.tensor(target).dtype, (needed,)))
 
         def named(o: Operand) -> Operand:
             return replace(o, array=name) if o.array == TEMP else o

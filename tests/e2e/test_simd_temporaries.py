@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import alike_on_both_engines, write_pair
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dtg
 import dtg.codegen.pipeline
@@ -147,3 +149,34 @@ def test_temporaries_that_would_not_fit_the_pe_are_dropped(
     outcome = run_program(path, seed=2)
     assert outcome.comparison.verified and outcome.comparison.exact
 
+
+
+VALUES = ["a[i][j] * b[j] * c[i][j]", "a[i][j] * b[j] - c[i][j] * b[j]",
+          "(a[i][j] - b[j]) * (a[i][j] - b[j])", "max(a[i][j], c[i][j])",
+          "a[i][j] * c[i][j] * 0.5"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from(VALUES), st.sampled_from(["+=", "max="]),
+       st.sampled_from([(2, 2), (4, 1), (1, 4)]), st.sampled_from(["stream", "resident"]),
+       st.sampled_from([True, False]), st.integers(0, 3))
+def test_random_compound_accumulations_compute_the_program(
+        value: str, op: str, mesh: tuple[int, int], entry: str, simd: bool,
+        seed: int) -> None:
+    """Compound accumulations on random meshes, with ``a`` streamed or resident, SIMD on
+    and off: the simulated outputs equal the reference's exactly."""
+    import tempfile
+
+    w, h = mesh
+    stream = (f"input  a dense {{ a[i = 0:7, j = 0:15] -> [PE[-1, i//{8 // h}] -> "
+              f"index[i mod {8 // h}, j]] }}" if entry == "stream" and w == 1 else
+              "input  a resident")
+    lair = ("lair t(): float32 a[8][16], float32 b[16], float32 c[8][16] -> float32 y[8]\n"
+            f"{{ all (i, j) in (8, 16) y[i] {op} {value} }}\n")
+    mapping = (f"rectangle {{ PE[{w}, {h}] }}\n"
+               f"placement {{ t[i, j] -> PE[j//{16 // w}, i//{8 // h}] }}\n"
+               f"{stream}\ninput  b resident\ninput  c resident\noutput y resident\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_pair(Path(tmp), lair, mapping)
+        outcome = run_program(path, simd=simd, seed=seed)
+        assert outcome.comparison.verified and outcome.comparison.exact, (lair, mapping)
