@@ -32,6 +32,7 @@ from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
 from dtg.mapping.memory import LocalTensor
 from dtg.mapping.mesh import pe_space, same_line
+from dtg.mapping.padding import padded_blocks
 from dtg.pe.ir import (
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -129,7 +130,7 @@ def sender_blocks(ex: Exchange, context: isl.Set, *, partial: bool = False,
         # (sizes that differ inside: every block sent at the largest, where what the
         # smaller ones add lies beyond the tensor, which nothing reads; else cut to a
         # length, where they differ in one dimension)
-        padded = _padded(produced, rect, size, shape) if shape is not None else None
+        padded = _padded(ex.produced, rect, shape) if shape is not None else None
         return padded or _cut_blocks(rect, context, reorder=reorder)
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
                         variant)
@@ -165,48 +166,45 @@ def _cut_blocks(rect: poly.Rectangularity, context: isl.Set, *, reorder: bool = 
                         length=length, order=order)
 
 
-def _padded(produced: isl.Set, rect: poly.Rectangularity, size: tuple[int, ...],
-            shape: tuple[int, ...]) -> SenderBlocks | None:
+def _padded(produced: isl.Map, rect: poly.Rectangularity, shape: tuple[int, ...]
+            ) -> SenderBlocks | None:
     """Blocks of uneven tiles sent at the largest tile's size from their first element
     (one configuration, the same strides everywhere), where the elements the smaller
-    ones then add all lie outside the tensor's ``shape`` (a last tile's columns beyond
-    its width): nothing reads them, and a receiver holds them in its array's box (the
-    caller checks)."""
-    space = produced.get_space()
-    ls = isl.LocalSpace.from_space(space)
-    box = isl.Set.universe(space).intersect_params(produced.params())
-    inside = isl.Set.universe(space)
-    for d, n in enumerate(size):
-        var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, d)
-        low = rect.minimum.get_at(d).insert_domain(space)
-        box = box.intersect(var.ge_set(low)).intersect(
-            var.lt_set(low.add_constant_val(isl.Val.int_from_si(CTX, n))))
-        inside = inside.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(CTX, 0))
-        inside = inside.upper_bound_val(isl.dim_type.set, d,
-                                        isl.Val.int_from_si(CTX, shape[d] - 1))
-    extra, produced_a = poly.align_params(box, produced)
-    extra = extra.subtract(produced_a)
-    extra, inside = poly.align_params(extra, inside)
-    if not extra.intersect(inside).is_empty():
+    ones then add all lie outside the tensor's ``shape`` (:mod:`mapping.padding`):
+    nothing reads them, and a receiver holds them in its array's box (the caller
+    checks)."""
+    grown = padded_blocks(produced, shape)
+    if grown is None:
         return None
+    blocks, size = grown
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), (size,),
-                        padded=box)
+                        padded=poly.bind_pe(blocks))
 
 
 def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str, got: str,
-                   turns: TurnOrder) -> BlockExchange | None:
+                   turns: TurnOrder, shape: tuple[int, ...] | None = None
+                   ) -> BlockExchange | None:
     """The block protocol for ``ex``, or None where the general one is needed (partial
-    sums, blocks of different sizes or shapes, receivers that keep only part of them)."""
+    sums, blocks of different sizes or shapes, receivers that keep only part of them).
+    With the tensor's ``shape``, blocks of uneven tiles may go at the largest tile's
+    size, where what that adds lies beyond the tensor and inside every array involved."""
     context = region.context()
-    blocks = sender_blocks(ex, context)
+    blocks = sender_blocks(ex, context, shape=shape)
     if blocks is None or blocks.length is not None:
         return None
+    sent = ex.produced
+    kept = poly.box_map(local.array.box)
+    if blocks.padded is not None:
+        sent = blocks.padded.unbind_params_insert_domain(
+            poly.multi_id(pe_space(), poly.PE_NAMES))
+        own, kept_s = poly.align_params(sent.intersect_domain(ex.produced.domain()), kept)
+        if not own.is_subset(kept_s):  # (a sender reads its whole padded block)
+            return None
     line = {"row": same_line("E"), "column": same_line("N")}.get(ex.axis)
     if line is None:
         line = isl.Map.from_domain_and_range(region.pes(), region.pes())
     line = line.intersect_domain(region.pes()).intersect_range(region.pes())
-    received = line.apply_range(ex.produced)
-    kept = poly.box_map(local.array.box)
+    received = line.apply_range(sent)
     received, kept = poly.align_params(received, kept)
     whole = received.is_subset(kept)
     # The j-th block received comes from the j-th sender of the line, skipping this PE.
@@ -232,7 +230,8 @@ def block_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: st
         which = None if blocks.variant is None else substitute(blocks.variant, at)
         return BlockExchange((send_cfg, recv_cfg), array, send, (Run(
             recv_cfg.name, ((local.name, base(theirs)), (land, IConst(0))), None, which),))
-    parts = _parts(ex, local, region, got, turns, blocks.size, land, name, uneven=True)
+    parts = _parts(ex, local, region, got, turns, blocks.size, land, name, sent=sent,
+                   uneven=True)
     if parts is None:
         return None
     configs, receive = parts

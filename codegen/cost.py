@@ -72,12 +72,23 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     bases = [o.base for o in (d.dst, *d.srcs) if o is not None and o.base is not None]
     if env:
         bases = [simplify(substitute(b, env)) for b in bases]
-    base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
-                   for b in bases)
     chosen = d.length if d.by_length else d.variant
-    select = costs().simd_variant_select + (
-        expr_ops(chosen) if varying is None else per_arrival_ops(chosen, varying)
-    ) if chosen is not None else 0
+    once = 0
+    if varying is None and d.outer is not None and d.outer_names:
+        # (one invocation, scalar outer loops: what reads no loop variable is computed
+        # once before the loops, codegen.licm, and only the rest in every run)
+        loops = frozenset(d.outer_names)
+        exprs = [*bases, *([chosen] if chosen is not None else [])]
+        left = [per_arrival_ops(e, loops) for e in exprs]
+        once = sum(expr_ops(e) - n for e, n in zip(exprs, left, strict=True))
+        base_ops = sum(left[:len(bases)])
+        select = c.simd_variant_select + left[-1] if chosen is not None else 0
+    else:
+        base_ops = sum(expr_ops(b) if varying is None else per_arrival_ops(b, varying)
+                       for b in bases)
+        select = c.simd_variant_select + (
+            expr_ops(chosen) if varying is None else per_arrival_ops(chosen, varying)
+        ) if chosen is not None else 0
     if varying is not None and d.outer_names:
         # (what is not linear in the innermost outer loop's variable is computed in every
         # run: ``(PE_X + o1) // 2`` of a lattice's parity, a variant chosen by it)
@@ -88,7 +99,7 @@ def simd_cycles(d: SimdDecision, dtype: str, *, varying: frozenset[str] | None =
     if d.outer is None:
         return per_run
     outer = box_volume(d.outer) if outer_runs is None else outer_runs
-    return ceil(outer * (per_run + c.for_iteration)) + c.for_setup
+    return ceil(outer * (per_run + c.for_iteration)) + c.for_setup + once * c.scalar_op
 
 
 def _nonlinear_ops(e: IExpr, name: str) -> int:

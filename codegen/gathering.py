@@ -30,6 +30,7 @@ from dtg.mapping.flows import (
     chain_length,
     unsupported,
 )
+from dtg.mapping.lifting import lift_in_order
 from dtg.mapping.memory import LocalTensor
 from dtg.mapping.mesh import upstream_of
 from dtg.pe.ir import (
@@ -189,42 +190,21 @@ class Gathering(EmitterState):
                 "element would send it from outside their local array; place the instances "
                 "so that every PE of a line the output leaves along computes the same "
                 "elements, or only the PE next to the side")
-        rect = poly.rectangularity(indices, index=())
-        pma = k_to_local.as_pw_multi_aff()
         n = int(indices.dim(isl.dim_type.set))
-        # One SIMD configuration needs the same box of elements on every PE, read at
-        # base + sum(stride * k): one affine piece (a grown array can make the position
-        # floor(k / 6) * 66 + k mod 6; uneven tiles have smaller last boxes). Otherwise
-        # scalar loops send the elements.
-        linear = rect.rectangular
-        sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
-        variants: tuple[tuple[int, ...], ...] = (sizes,)
-        variant: IExpr | None = None
-        if linear and rect.constant_size is None:  # uneven tiles: a size per PE class
-            by_pe = size_variants(rect.sizes, context)
-            linear = by_pe is not None
-            if by_pe is not None:
-                variants, variant = by_pe
-                sizes = max(variants, key=prod)
-        strides: tuple[int, ...] = (0,) * n
-        base: IExpr = IConst(0)
-        if linear:
-            # (one stride per dimension on every piece: pieces that differ only by the
-            # PE's offset, `32 * (PE_Y mod 2)` written as two pieces, make one base)
-            pieces: list[tuple[isl.Set, isl.MultiAff]] = []
-            pma.foreach_piece(lambda where, ma: pieces.append((where, ma)))
-            # (a division fixed on the piece, `(32 PE_Y + k) mod 64` for k < 32, read by
-            # meaning: mapping.affine)
-            flats = [(where, affine.affine_on(flat, where) or flat)
-                     for where, ma in pieces for flat in [flatten(ma, local.size)]]
-            strides = tuple(int(flats[0][1].get_coefficient_val(
-                isl.dim_type.in_, k).to_python()) for k in range(n))
-            linear = all(
-                tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
-                      for k in range(n)) == strides and
-                not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
-                        for d in range(flat.dim(isl.dim_type.div)))
-                for _, flat in flats)
+        linear, rect, flats, strides, variants, variant = _linear_send(k_to_local, local,
+                                                                       context)
+        sizes = max(variants, key=prod)
+        if not linear and out.kind == "dense":
+            # (a block-cyclic order, `index[8 (i // 32) + i mod 8]`: each block's number
+            # a coordinate of its own before its offset's, the same order, linear)
+            lifted = lift_in_order(indices)
+            if lifted is not None and int(lifted[1].dim(isl.dim_type.set)) <= 4:
+                forward, within = lifted
+                at = k_to_local.preimage_domain_multi_aff(forward).intersect_domain(within)
+                found = _linear_send(at, local, context)
+                if found[0]:
+                    linear, rect, flats, strides, variants, variant = found
+                    n, sizes = len(strides), max(variants, key=prod)
         if not linear and n == 1 and out.kind == "dense":
             # (a linearized order, `index[(i mod 4) * 32 + j]`: the PE's elements a box
             # sent row-major, one SIMD instruction over the box)
@@ -234,6 +214,7 @@ class Gathering(EmitterState):
                 n, linear = len(strides), True
                 sizes = rect.constant_size or sizes
                 variants, variant = (sizes,), None
+        base: IExpr = IConst(0)
         if linear:
             flat_pw: isl.PwAff | None = None
             for where, flat in flats:
@@ -353,6 +334,50 @@ class Gathering(EmitterState):
 
         pairs = k_to_local.wrap().flatten().set_tuple_name("out")
         return scan(pairs, context, body)
+
+
+def _linear_send(k_to_local: isl.Map, local: LocalTensor, context: isl.Set
+                 ) -> tuple[bool, poly.Rectangularity, list[tuple[isl.Set, isl.Aff]],
+                            tuple[int, ...], tuple[tuple[int, ...], ...], IExpr | None]:
+    """Whether one SIMD configuration sends a PE's elements in the stream's order (the
+    index ``k`` -> local position map ``k_to_local``): the same box of indices on every
+    PE (or a size per PE class, uneven tiles), each read at ``base + sum(stride * k)``
+    (one affine piece: a grown array can make the position ``floor(k / 6) * 66 + k mod
+    6``). With it, the box, the flat positions by piece, the strides, the sizes and the
+    expression selecting a PE's."""
+    indices = k_to_local.domain()
+    rect = poly.rectangularity(indices, index=())
+    pma = k_to_local.as_pw_multi_aff()
+    n = int(indices.dim(isl.dim_type.set))
+    linear = rect.rectangular
+    sizes = rect.constant_size if rect.constant_size is not None else (1,) * n
+    variants: tuple[tuple[int, ...], ...] = (sizes,)
+    variant: IExpr | None = None
+    if linear and rect.constant_size is None:  # uneven tiles: a size per PE class
+        by_pe = size_variants(rect.sizes, context)
+        linear = by_pe is not None
+        if by_pe is not None:
+            variants, variant = by_pe
+    strides: tuple[int, ...] = (0,) * n
+    flats: list[tuple[isl.Set, isl.Aff]] = []
+    if linear:
+        # (one stride per dimension on every piece: pieces that differ only by the
+        # PE's offset, `32 * (PE_Y mod 2)` written as two pieces, make one base)
+        pieces: list[tuple[isl.Set, isl.MultiAff]] = []
+        pma.foreach_piece(lambda where, ma: pieces.append((where, ma)))
+        # (a division fixed on the piece, `(32 PE_Y + k) mod 64` for k < 32, read by
+        # meaning: mapping.affine)
+        flats = [(where, affine.affine_on(flat, where) or flat)
+                 for where, ma in pieces for flat in [flatten(ma, local.size)]]
+        strides = tuple(int(flats[0][1].get_coefficient_val(
+            isl.dim_type.in_, k).to_python()) for k in range(n))
+        linear = all(
+            tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                  for k in range(n)) == strides and
+            not any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+                    for d in range(flat.dim(isl.dim_type.div)))
+            for _, flat in flats)
+    return linear, rect, flats, strides, variants, variant
 
 
 def _position(side: str, region: Region) -> IExpr:

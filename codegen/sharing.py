@@ -86,10 +86,12 @@ class Sharing(EmitterState):
             block = reduce_block_exchange(ex, local, self.region, name=t, got=got, turns=turns,
                                           op=self._reduction_op(ex.tensor))  # type: ignore[arg-type]
         elif self._simd_out("exchange", ex.tensor):
-            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns)
+            shape = self.tg.model.graph.tensor(ex.tensor).shape
+            block = block_exchange(ex, local, self.region, name=t, got=got, turns=turns,
+                                   shape=shape)
             if block is None and not turns.every:  # blocks kept in part: every PE's turn
                 block = block_exchange(ex, local, self.region, name=t, got=got,
-                                       turns=every_pe(self.region, ex.axis))
+                                       turns=every_pe(self.region, ex.axis), shape=shape)
                 turns = every_pe(self.region, ex.axis) if block is not None else turns
         if self._simd_out("exchange", ex.tensor) and self._simd_out("halo", ex.tensor):
             # (a halo: one exchange without turns per displacement, where the turns

@@ -26,6 +26,7 @@ from dtg.errors import CodegenError
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.lair.lower import PolyStatement
 from dtg.mapping import poly
+from dtg.mapping.lifting import lift_blocks
 from dtg.mapping.memory import LocalTensor, Memory
 from dtg.pe.ir import (
     MAX_SIMD_CONFIGS,
@@ -504,6 +505,10 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     first = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
                                varying, comp, compressed_case)
     plain = first.used and not first.outer_names and first.case != "enumerated"
+    if not plain or first.extra_instances is not None:
+        first = _blocks_lifted(pstmt, instances, steps, every, memory, context, box_hull,
+                               varying, comp, first, rank)
+        plain = first.used and not first.outer_names and first.case != "enumerated"
     # (a compute task's skewed band is two-dimensional; trying every skew of deeper
     # sets, a 3-D convolution's, took seconds and found nothing cheaper)
     if plain or n > 3 or (not varying and (rank is None or not first.used or n > 2)):
@@ -532,6 +537,45 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             if best_cost is None or cost < best_cost:
                 best, best_cost = found, cost
     return best
+
+
+def _blocks_lifted(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
+                   every: OpShape, memory: Memory, context: isl.Set, box_hull: bool,
+                   varying: tuple[str, ...], comp: poly.Compression, first: SimdDecision,
+                   rank: Callable[[SimdDecision], int] | None) -> SimdDecision:
+    """``first``, or the decision on ``comp`` with the blocks of a block-cyclic placement
+    lifted into coordinates of their own (:mod:`mapping.lifting`) where that does less
+    work (``rank``'s prediction, else the elements the instructions run) and scans every
+    conflicting pair of instances in the same order."""
+    lifted = lift_blocks(comp)
+    if lifted is None:
+        return first
+    if not all(scan_keeps_conflicts(pstmt, instances, step.dst,
+                                    tuple(s for s in step.srcs if s is not None and s != TEMP),
+                                    comp, lifted, memory) for step in steps if step.dst != TEMP):
+        return first
+    found = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
+                               varying, lifted, "compressed")
+    if not found.used:
+        return first
+    found = replace(found, reason=found.reason + " (the blocks of a block-cyclic placement "
+                                                 "as coordinates of their own)")
+    if not first.used:
+        return found
+    if rank is not None:
+        return found if rank(found) < rank(first) else first
+    return found if _elements(found) < _elements(first) else first
+
+
+def _elements(d: SimdDecision) -> int:
+    """The element operations of a decision's instructions over one invocation (its
+    largest variant, times the runs of its outer loops)."""
+    assert d.sizes is not None
+    runs = 1
+    if d.outer is not None:
+        box = poly.set_box_hull(d.outer)
+        runs = prod(box.size) if box is not None else MAX_SIMD_SIZE ** len(d.outer_names)
+    return runs * max(prod(v) for v in (d.variants or (d.sizes,)))
 
 
 def _decide_compressed(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],

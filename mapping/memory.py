@@ -17,6 +17,7 @@ import islpy as isl
 from dtg.errors import UnsupportedMappingError
 from dtg.mapping import poly
 from dtg.mapping.flows import TaskGraph
+from dtg.mapping.padding import padded_blocks
 from dtg.pe.ir import LOCAL_MEMORY_BYTES
 
 
@@ -95,7 +96,19 @@ class Memory:
 
 
 def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory:
-    """Allocate the local arrays of the compute region; fail when a PE runs out of memory."""
+    """Allocate the local arrays of the compute region; fail when a PE runs out of memory.
+    Uneven tiles' blocks are held at the largest tile's size (:mod:`mapping.padding`)
+    only where the arrays grown for them fit the PE."""
+    arrays = _arrays(tg, padded=True)
+    if sum(a.bytes for a in arrays) > memory_bytes:
+        arrays = _arrays(tg, padded=False)
+    check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes,
+               hint=_sparse_hint(arrays) if sum(a.bytes for a in arrays) > memory_bytes
+               else "", resident=_worth_streaming(arrays, memory_bytes))
+    return Memory(tuple(arrays))
+
+
+def _arrays(tg: TaskGraph, *, padded: bool) -> list[LocalTensor]:
     model, mapping = tg.model, tg.mapping
     streamed = {f.tensor for f in tg.inputs}
     by_element = {t.statement for t in tg.tasks if t.kind == "compute" and t.trigger}
@@ -119,6 +132,14 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
                 # The PEs next to the side receive the elements they send out.
                 per_pe, needed = poly.align_params(per_pe, gather.needed)
                 per_pe = per_pe.union(needed)
+        for ex in tg.exchanges:
+            grown = None if ex.tensor != tensor.name or ex.reduce or not padded else \
+                padded_blocks(ex.produced, tensor.shape)
+            if grown is not None:
+                # Uneven tiles go out at the largest tile's size (codegen.blocks): each
+                # sender's array holds its grown block, beyond the tensor's shape.
+                per_pe, blocks = poly.align_params(per_pe, grown[0])
+                per_pe = per_pe.union(blocks)
         for red in (*tg.reductions, *tg.combines):
             if red.tensor == tensor.name:
                 # A PE of a chain passes on the elements of its segment (of a banded
@@ -143,10 +164,7 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
             tensor.name, local, tensor.dtype, prod(local.size) * tensor.bytes_per_element,
             mapping.is_resident(tensor.name) and tensor.role == "input",
             mapping.is_resident(tensor.name) and tensor.role == "output"))
-    check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes,
-               hint=_sparse_hint(arrays) if sum(a.bytes for a in arrays) > memory_bytes
-               else "", resident=_worth_streaming(arrays, memory_bytes))
-    return Memory(tuple(arrays))
+    return arrays
 
 
 def _worth_streaming(arrays: list[LocalTensor], memory_bytes: int) -> list[str]:

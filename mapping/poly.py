@@ -1028,12 +1028,17 @@ def enumerate_sizes(
     index = index_params(sizes) if index is None else tuple(index)
     over_index = project_out_params(sizes, index).coalesce()
     box = set_box_hull(over_index, affine=True)
-    if box is None and context is not None:
+    if (box is None or _pe_sized(over_index, box, pe)) and context is not None:
+        # The box of the sizes over every PE of the context, at a constant offset: where
+        # the offset would need a floor of the PE's coordinates (no box), or where an
+        # identifier would stand for a size of each PE (uneven tiles of 10 and 8: a box
+        # of size 1 at ``10 - 2 PE_X``), each size its own identifier.
         bounded, known = align_params(over_index, context)
-        over_index = bounded.intersect_params(known).coalesce()
-        box = set_box_hull(project_out_params(over_index, pe).coalesce(), affine=True)
-        if box is not None:
-            box = FixedSizeBox(box.offset.align_params(over_index.get_space()), box.size)
+        within = bounded.intersect_params(known).coalesce()
+        fixed = set_box_hull(project_out_params(within, pe).coalesce(), affine=True)
+        if fixed is not None and not _involves_params(fixed.offset, pe):
+            over_index = within
+            box = FixedSizeBox(fixed.offset.align_params(over_index.get_space()), fixed.size)
     if box is None:
         return None
     space = over_index.get_space()
@@ -1043,6 +1048,25 @@ def enumerate_sizes(
     entries = tuple((point, _shifted_offset(box.offset, point))
                     for point in points(identifiers, limit=limit))
     return SizeEnumeration(over_index, box, identifiers, entries)
+
+
+def _pe_sized(over_index: isl.Set, box: FixedSizeBox, pe: Sequence[str]) -> bool:
+    """Whether some identifier of ``box`` over the sizes ``over_index`` stands for a
+    size that depends on the PE: the box is one point wide in a dimension whose offset
+    involves the PE's coordinates (every PE's own size, the same identifier)."""
+    if not _involves_params(box.offset, pe):
+        return False
+    space = box.offset.get_space()
+    positions = [space.find_dim_by_name(_dt.param, n) for n in pe]
+    return any(size == 1 and any(p >= 0 and box.offset.get_at(d).involves_dims(
+        _dt.param, p, 1) for p in positions) for d, size in enumerate(box.size))
+
+
+def _involves_params(offset: isl.MultiAff, names: Sequence[str]) -> bool:
+    space = offset.get_space()
+    positions = [space.find_dim_by_name(_dt.param, n) for n in names]
+    return any(p >= 0 and offset.get_at(d).involves_dims(_dt.param, p, 1)
+               for p in positions for d in range(offset.dim(_dt.out)))
 
 
 def most_overlapping(sets: Sequence[isl.Set]) -> int:

@@ -19,6 +19,7 @@ import pytest
 from conftest import alike_on_both_engines, write_pair
 
 import dtg
+import dtg.codegen.pipeline
 from dtg.codegen.stmtutil import pe_condition_set
 from dtg.mapping import poly
 from dtg.mapping.mesh import pe_box
@@ -64,7 +65,11 @@ def test_verified_alike_on_both_engines(tmp_path: Path, pair: tuple[str, str],
     alike_on_both_engines(write_pair(tmp_path, *pair), simd=simd)
 
 
-def test_sources_with_boxes_of_several_sizes_count_their_own(tmp_path: Path) -> None:
+def test_sources_with_boxes_of_several_sizes_count_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the streams cut into their halos and the rest: the cost model predicts the whole
+    # trees faster on this pair, and they are, 790 cycles against 807)
+    monkeypatch.setattr(dtg.codegen.pipeline, "HALO_LOSS", 0.0)
     compiled = dtg.compile(write_pair(tmp_path, *CONV_S2))
     assert compiled.tasks is not None
     # (the rows beyond each band's first: 2 x 7 groups from the first source, 2 x 8

@@ -1,0 +1,80 @@
+"""Blocks of block-cyclic placements lifted into coordinates of their own
+(:mod:`mapping.lifting`): the same instances, one for one, and a dense box where the
+blocks tile the range evenly."""
+
+from __future__ import annotations
+
+import islpy as isl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dtg.mapping import poly
+from dtg.mapping.lifting import lift_blocks
+
+
+def _cyclic(dims: list[tuple[int, int, int, int]]) -> isl.Set:
+    """``{ s[x0, ...] }`` with dimension ``d`` over ``[0, n)``, in blocks of ``b`` dealt
+    over ``p`` PEs with a shift ``o``; the PE's coordinate is ``P{d}``."""
+    params = ", ".join(f"P{d}" for d in range(len(dims)))
+    names = ", ".join(f"x{d}" for d in range(len(dims)))
+    parts = [f"0 <= P{d} < {p} and 0 <= x{d} < {n} and ((x{d} + {o}) // {b}) mod {p} = P{d}"
+             for d, (n, b, p, o) in enumerate(dims)]
+    return isl.Set(f"[{params}] -> {{ s[{names}] : {' and '.join(parts)} }}")
+
+
+def _bijective(s: isl.Set) -> poly.Compression:
+    comp = poly.compress(s)
+    lifted = lift_blocks(comp)
+    assert lifted is not None
+    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
+    assert image.is_equal(s)
+    assert s.apply(isl.Map.from_multi_aff(lifted.inverse)).is_equal(lifted.compressed)
+    # (one lifted point per instance: the map is injective on the lifted set)
+    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
+        lifted.compressed).is_injective()
+    return lifted
+
+
+def test_a_block_cyclic_gemm_is_a_dense_box_of_blocks_and_offsets() -> None:
+    s = _cyclic([(64, 8, 4, 0), (64, 8, 4, 0), (32, 32, 1, 0)])
+    lifted = _bijective(s)
+    approx = poly.approximate_by_box(lifted.compressed)
+    assert approx is not None and approx.exact
+    # (the blocks outermost, then each dimension's offset in its block)
+    assert approx.box.size == (2, 2, 8, 8, 32)
+    assert poly.approximate_by_box(s).box.size == (40, 40, 32)  # type: ignore[union-attr]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(2, 6), st.integers(2, 4),
+                          st.integers(0, 5)), min_size=1, max_size=2))
+def test_lifting_keeps_every_instance_once(dims: list[tuple[int, int, int, int]]) -> None:
+    s = _cyclic(dims)
+    comp = poly.compress(s)
+    lifted = lift_blocks(comp)
+    if lifted is None:  # (isl found the set without a block's floor: one block per PE)
+        return
+    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
+    assert image.is_equal(s)
+    assert s.apply(isl.Map.from_multi_aff(lifted.inverse)).is_equal(lifted.compressed)
+    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
+        lifted.compressed).is_injective()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 3), st.integers(2, 8), st.integers(2, 4))
+def test_even_blocks_lift_to_an_exact_box(rounds: int, block: int, pes: int) -> None:
+    s = _cyclic([(rounds * block * pes, block, pes, 0)])
+    lifted = lift_blocks(poly.compress(s))
+    if rounds == 1:  # (one block per PE: already a box)
+        assert lifted is None or poly.approximate_by_box(lifted.compressed) is not None
+        return
+    assert lifted is not None
+    approx = poly.approximate_by_box(lifted.compressed)
+    assert approx is not None and approx.exact and approx.box.size == (rounds, block)
+
+
+def test_sets_without_blocks_are_left_alone() -> None:
+    assert lift_blocks(poly.compress(isl.Set("[P] -> { s[i] : 0 <= i < 16 and i mod 4 = P }"))
+                       ) is None
+    assert lift_blocks(poly.compress(isl.Set("[P] -> { s[i] : 4P <= i < 4P + 4 }"))) is None
