@@ -402,6 +402,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         # task with instances in some batches only runs on their share, its test on all)
         work: list[tuple[isl.Set, int]] = []
         full: list[tuple[isl.Set, int]] = []  # (a batch that has them all: the last may)
+        tests: list[object] = []  # (the tests counted: one the kept copy shares is one)
         for t in made.tasks:
             if t.instances is None:
                 continue
@@ -413,6 +414,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
                 continue
             share = arrival_share(flow, t.instances.params(), made.context)
             work.append((_pes(t.instances), ceil(share * run)))
+            tests.append(test)
             tested = (pe_condition_set(flow.lines), branch_cycles(test, varying))
             work.append(tested)
             full.append(tested)
@@ -423,7 +425,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
                          ceil(share * made.keep.cycles(land_local.dtype, varying))))
             full.append((_pes(made.keep.elements), made.keep.cycles(land_local.dtype, varying)))
             guard = made.keep.guard_cycles(made.context)
-            if guard:
+            if guard and condition_of(made.keep.elements.params(), made.context) not in tests:
                 work.append((pe_condition_set(flow.lines), guard))
                 full.append((pe_condition_set(flow.lines), guard))
         cost = [dispatch() + _busiest(work, flow), dispatch() + _busiest(full, flow)]
@@ -432,9 +434,19 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
             cost = [c + costs().simd_startup + ceil(size / width) for c in cost]
         if made.ring == 2 and not made.once:
             # (slots for the batches that land while a task runs: a task longer than a
-            # batch's landing holds up the stream, and a multicast line with it)
-            deeper = min(MAX_RING, groups * batches, 1 + ceil(cost[1] / (size * period)))
-            if deeper > 2 and made.land.bytes * deeper <= room:
+            # batch's landing holds up the stream, and a multicast line with it; where
+            # a PE runs work in a share of the batches only, as many more as pile up
+            # over its share, so that the stream goes on to the PEs after it)
+            deeper = 1 + ceil(cost[1] / (size * period))
+            share = max((arrival_share(flow, t.instances.params(), made.context)
+                         for t in made.tasks if t.instances is not None), default=1.0)
+            if share < 1 and cost[1] > size * period:
+                deeper = max(deeper, 1 + ceil(share * groups * batches * (
+                    1 - size * period / cost[1])))
+            deeper = min(MAX_RING, groups * batches, deeper)
+            while deeper > 2 and made.land.bytes * deeper > room:
+                deeper -= 1
+            if deeper > 2:
                 made = replace(made, ring=deeper)
         # landing the first batch, then compute-bound, or arrival-bound and the last batch
         # (and, where a stream's one group is not one batch, its end mark's control task,
@@ -536,6 +548,10 @@ def _group_candidates(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tup
     return made
 
 
+# A sparse stream's batches each in a slot of their own, opened once, up to this many
+MAX_ONCE_RING = 8
+
+
 def landing_ring(sparse: bool, runs: int, slot_bytes: int, room: int) -> tuple[int, bool]:
     """The slots of a stream's landing ring on a PE that runs ``runs`` batches of it, and
     whether each slot opens once: every batch in a slot of its own where they are few
@@ -544,7 +560,7 @@ def landing_ring(sparse: bool, runs: int, slot_bytes: int, room: int) -> tuple[i
     (what the predictions assume); one where the PE has no room for more."""
     if runs <= 1:
         return 1, sparse
-    if sparse and runs <= MAX_RING and slot_bytes * runs <= room:
+    if sparse and runs <= MAX_ONCE_RING and slot_bytes * runs <= room:
         return runs, True
     if slot_bytes * 2 <= room:
         return 2, False

@@ -109,6 +109,18 @@ def test_a_long_task_gets_the_slots_that_land_while_it_runs(engine: str) -> None
     assert _run(path, engine, 0.0) < _run(path, engine, 0.0, slots=2)
 
 
+@pytest.mark.parametrize("engine", ["simpy", "fast"])
+def test_a_share_of_the_batches_gets_the_slots_that_pile_up_over_it(engine: str) -> None:
+    """Each PE of a column takes its own 32 consecutive batches of the column's stream,
+    each task four times as long as a batch takes to land: slots for the 24 that pile up
+    over its share, so that the stream goes on to the PEs after it (with 5, each PE's
+    share held up the stream in turn)."""
+    path = Path(__file__).parent / "affine_column_stream.lair"
+    (task,) = _batched(path)
+    assert task.ring > 8, task.ring
+    assert _run(path, engine, 0.0) < _run(path, engine, 0.0, slots=5)
+
+
 def test_a_group_of_up_to_256_wavelets_lands_whole() -> None:
     """stencil1d's sparse stream of 66 elements: one window of the whole stream, landed
     once (never cleared), where windows of 64 took two batches (in a ring of 5 slots)."""

@@ -137,6 +137,20 @@ def test_a_set_too_large_to_list_is_refused_before_listing(text: str) -> None:
     assert len(poly.points(isl.Set("{ [i, j] : i = j and 0 <= i < 1000 }"))) == 1000
 
 
+def test_a_set_of_small_pieces_far_apart_is_listed() -> None:
+    """The displacements of a halo that wraps to the next row of PEs, ``(1, 0)`` and
+    ``(-3, 1)`` and their opposites: four points in two pieces whose bounding box holds
+    35, and none of the pieces made dense is that large."""
+    deltas = isl.Set("{ [x, y] : -3 <= x <= 3 and ((2y = 1 - x and x > 0) or "
+                     "(2y = -1 - x and x < 0)) }")
+    assert poly.points(deltas, limit=16) == [(-3, 1), (-1, 0), (1, 0), (3, -1)]
+    with pytest.raises(poly.TooManyPointsError):
+        poly.points(deltas, limit=3)
+    many = isl.Set("{ [x, y] : 0 <= x < 100 and (y = 0 or y = 50) }")
+    with pytest.raises(poly.TooManyPointsError):  # (200 points in pieces of 100)
+        poly.points(many, limit=150)
+
+
 def test_size_enumeration_stops_at_its_limit() -> None:
     sizes = isl.Set("[PE_X, index] -> { [s] : s = index and 0 <= index < 100 }")
     with pytest.raises(poly.TooManyPointsError):

@@ -325,8 +325,8 @@ def test_a_once_ring_opens_each_slot_once() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    (("ring 2", "ring 9"), "a landing ring holds 1 to 8 batches, not 9"),
-    (("ring 2", "ring 0"), "a landing ring holds 1 to 8 batches, not 0"),
+    (("ring 2", "ring 33"), "a landing ring holds 1 to 32 batches, not 33"),
+    (("ring 2", "ring 0"), "a landing ring holds 1 to 32 batches, not 0"),
     (("land[16]", "land[15]"), "batches of 2 groups of up to 4 wavelets, 2 at a time, in "
                                "'land', which holds 15 elements"),
 ])

@@ -533,6 +533,8 @@ class Layout:
     # stmt -> axis -> step between used lines: ``2*(v//t)`` leaves every other line idle
     stride: dict[str, dict[str, int]] = field(default_factory=dict)
     grid: bool = False  # drawn by grid_layouts
+    # stmt -> axis -> lines the tiles are dealt over: ``(v//t) mod P``, block-cyclic
+    wrap: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -561,6 +563,8 @@ class Layout:
         if self.combined(stmt, axis):
             v2, t2, mult = self.combo[stmt][axis]
             tiled += f" + {mult}*({v2 if t2 == 1 else f'{v2}//{t2}'})"
+        if axis in self.wrap.get(stmt, {}):
+            tiled = f"({tiled}) mod {self.wrap[stmt][axis]}"
         step = self.stride.get(stmt, {}).get(axis, 1)
         if step > 1:
             tiled = f"{step}*({tiled})"
@@ -596,6 +600,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
     combo: dict[str, dict[str, tuple[str, int, int]]] = {}
     rev: dict[str, dict[str, int]] = {}
     stride: dict[str, dict[str, int]] = {}
+    wrap: dict[str, dict[str, int]] = {}
     span = {"X": 1, "Y": 1}
     pending: list[tuple[str, str]] = []
     for s in p.stmts:
@@ -633,6 +638,10 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
                             and draw(st.integers(0, 5)) == 0):
                         stride.setdefault(s.name, {})[axis] = 2
                         first = 2 * first - 1
+                    elif axis not in combo[s.name] and first >= 3 and \
+                            draw(st.integers(0, 5)) == 0:  # block-cyclic: (v//t) mod P
+                        first = draw(st.integers(2, first - 1))
+                        wrap.setdefault(s.name, {})[axis] = first
                     span[axis] = max(span[axis], first)
                     if first > 1 and draw(st.integers(0, 5)) == 0:
                         rev.setdefault(s.name, {})[axis] = first
@@ -654,7 +663,7 @@ def layouts(draw: st.DrawFn, p: Program) -> Layout:
         pad["west" if pad["west"] else "east"] -= 1
     while rows + pad["north"] + pad["south"] > MAX_PES and pad["north"] + pad["south"]:
         pad["north" if pad["north"] else "south"] -= 1
-    return Layout(cols, rows, pad, place, shift, combo, rev, stride)
+    return Layout(cols, rows, pad, place, shift, combo, rev, stride, wrap=wrap)
 
 
 @st.composite
@@ -743,6 +752,10 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
         d = access.plain.index(v)
         mod = draw(st.booleans())
         where = f"e{d}" if t == 1 else f"e{d}//{t}"
+        wrap = lay.wrap.get(stmt.name, {}).get(axis)
+        if wrap is not None:
+            where = f"({where}) mod {wrap}"
+            style += " wrap"
         step = lay.stride.get(stmt.name, {}).get(axis, 1)
         if step > 1:
             where = f"{step}*({where})"
@@ -752,7 +765,11 @@ def stream(draw: st.DrawFn, p: Program, lay: Layout, tensor: str, direction: str
             style += " rev"
         else:
             where = f"{off} + {where}" if off else where
-        if mod and t > 1:
+        if mod and wrap is not None:  # (a PE's blocks one after the other)
+            rounds = _tiles(shape[d], t * wrap)
+            dims[d] = Component(f"e{d}//{wrap}", rounds) if t == 1 else Component(
+                f"{t}*(e{d}//{t * wrap}) + e{d} mod {t}", t * rounds)
+        elif mod and t > 1:
             dims[d] = Component(f"e{d} mod {t}", t)
     elif style == "aligned" and v is None:
         where = str(off + t)
