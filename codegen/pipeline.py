@@ -30,6 +30,7 @@ from dtg.mapping import inputs as input_plan
 from dtg.mapping import poly
 from dtg.mapping.flows import Task, out_of_colors
 from dtg.mapping.memory import Memory, allocate, check_fits
+from dtg.mapping.padding import padding_enabled, without_padding
 from dtg.mapping.tasks import TaskGraph, build_task_graph
 from dtg.mapping.validate import Mapping
 from dtg.pe.fabric import FabricConfig
@@ -617,10 +618,14 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
             check_data_flow(tg, memory, decisions, arrivals)
             for pe_program in module.programs:
                 arrays = [(a.name, a.shape, a.bytes) for a in pe_program.arrays]
-                if sum(b for _, _, b in arrays) > LOCAL_MEMORY_BYTES and \
-                        temporaries_enabled() and any(a.name.startswith("temp_")
-                                                      for a in pe_program.arrays):
-                    with without_temporaries():  # (the SIMD temporaries do not fit)
+                over = sum(b for _, _, b in arrays) > LOCAL_MEMORY_BYTES
+                # (what would not fit: the SIMD temporaries, then the arrays grown for
+                # padded blocks; compiled again without them)
+                fallback = without_temporaries if over and temporaries_enabled() and any(
+                    a.name.startswith("temp_") for a in pe_program.arrays) else \
+                    without_padding if over and padding_enabled() else None
+                if fallback is not None:
+                    with fallback():
                         again = _compile_kept(program, mapping, stop=stop, simd=simd,
                                               name=name, reference=reference, params=params,
                                               max_configs=max_configs, arrival=arrival,

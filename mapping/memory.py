@@ -17,7 +17,7 @@ import islpy as isl
 from dtg.errors import UnsupportedMappingError
 from dtg.mapping import poly
 from dtg.mapping.flows import TaskGraph
-from dtg.mapping.padding import padded_blocks
+from dtg.mapping.padding import padded_blocks, padding_enabled
 from dtg.pe.ir import LOCAL_MEMORY_BYTES
 
 
@@ -99,8 +99,8 @@ def allocate(tg: TaskGraph, *, memory_bytes: int = LOCAL_MEMORY_BYTES) -> Memory
     """Allocate the local arrays of the compute region; fail when a PE runs out of memory.
     Uneven tiles' blocks are held at the largest tile's size (:mod:`mapping.padding`)
     only where the arrays grown for them fit the PE."""
-    arrays = _arrays(tg, padded=True)
-    if sum(a.bytes for a in arrays) > memory_bytes:
+    arrays = _arrays(tg, padded=padding_enabled())
+    if sum(a.bytes for a in arrays) > memory_bytes and padding_enabled():
         arrays = _arrays(tg, padded=False)
     check_fits("compute", [(a.name, a.size, a.bytes) for a in arrays], memory_bytes,
                hint=_sparse_hint(arrays) if sum(a.bytes for a in arrays) > memory_bytes

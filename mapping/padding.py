@@ -11,13 +11,31 @@ arrays of senders (and of receivers keeping whole blocks) are grown to hold it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import islpy as isl
 
 from dtg.mapping import poly
 
 _dt = isl.dim_type
+_PADDING: ContextVar[bool] = ContextVar("padding", default=True)
+
+
+def padding_enabled() -> bool:
+    return _PADDING.get()
+
+
+@contextmanager
+def without_padding() -> Iterator[None]:
+    """Compile without growing arrays for padded blocks inside the block (where the
+    module's arrays with them would not fit a PE)."""
+    token = _PADDING.set(False)
+    try:
+        yield
+    finally:
+        _PADDING.reset(token)
 
 
 def padded_blocks(produced: isl.Map, shape: Sequence[int]
@@ -66,4 +84,4 @@ def grown_box(bound: isl.Set, minimum: isl.MultiPwAff, size: tuple[int, ...]) ->
     return box
 
 
-__all__ = ["grown_box", "padded_blocks"]
+__all__ = ["grown_box", "padded_blocks", "padding_enabled", "without_padding"]

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dtg
+import dtg.codegen.pipeline
 from dtg.pesim.run import run_program
 
 GEMM = ("""
@@ -112,6 +113,23 @@ def test_uneven_tiles_are_exchanged_as_padded_blocks(tmp_path: Path) -> None:
     outcome = run_program(path, seed=1)
     assert outcome.comparison.verified and outcome.comparison.exact
     assert outcome.bound is not None and outcome.result.cycles <= 4 * outcome.bound.cycles
+
+
+def test_padded_arrays_that_would_not_fit_the_pe_are_dropped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the module's arrays with the grown ones exceed a PE's memory, the compiler
+    compiles again without growing them (the blocks then go as (value, index) pairs)."""
+    path = write_pair(tmp_path, *TRANSPOSE)
+    compiled = dtg.compile(path)
+    assert compiled.module is not None
+    used = sum(a.bytes for p in compiled.module.programs for a in p.arrays)
+    monkeypatch.setattr(dtg.codegen.pipeline, "LOCAL_MEMORY_BYTES", used - 1)
+    again = dtg.compile(path)
+    assert again.module is not None
+    arrays = {a.name: a.shape for p in again.module.programs for a in p.arrays}
+    assert arrays["Y_local"] == (10, 36) and "land_Y" not in arrays
+    outcome = run_program(path, seed=2)
+    assert outcome.comparison.verified and outcome.comparison.exact
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
