@@ -62,6 +62,7 @@ from dtg.pe.ir import (
     MAX_SIMD_DIMS,
     SLOT,
     BConst,
+    Cond,
     IBin,
     IConst,
     IExpr,
@@ -402,7 +403,7 @@ def _within_groups(tg: TaskGraph, memory: Memory, flow: InputFlow, tasks: tuple[
         # task with instances in some batches only runs on their share, its test on all)
         work: list[tuple[isl.Set, int]] = []
         full: list[tuple[isl.Set, int]] = []  # (a batch that has them all: the last may)
-        tests: list[object] = []  # (the tests counted: one the kept copy shares is one)
+        tests: list[Cond] = []  # (the tests counted: one the kept copy shares is one)
         for t in made.tasks:
             if t.instances is None:
                 continue

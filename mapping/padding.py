@@ -29,8 +29,9 @@ def padding_enabled() -> bool:
 
 @contextmanager
 def without_padding() -> Iterator[None]:
-    """Compile without growing arrays for padded blocks inside the block (where the
-    module's arrays with them would not fit a PE)."""
+    """Compile without growing the local arrays for padded blocks (where the module's
+    arrays with them would not fit a PE): the exchanges then check that a padded block
+    does not fit and take another protocol."""
     token = _PADDING.set(False)
     try:
         yield

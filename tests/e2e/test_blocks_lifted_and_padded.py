@@ -24,16 +24,21 @@ import dtg
 import dtg.codegen.pipeline
 from dtg.pesim.run import run_program
 
-GEMM = ("""
-    lair mm(): float32 A[32][16], float32 B[16][32] -> float32 C[32][32]
-    { all (i, j, k) in (32, 32, 16) C[i][j] += A[i][k] * B[k][j] }
-    """, """
-    rectangle { PE[4, 4] }
-    placement { mm[i, j, k] -> PE[(j//4) mod 4, (i//4) mod 4] }
-    input A resident
-    input B resident
-    output C resident
-    """)
+
+def block_cyclic_gemm(n: int, m: int, k: int, *, block: int, mesh: tuple[int, int],
+                      dtype: str = "float32", output: str = "resident") -> tuple[str, str]:
+    """C = A B, ``n`` x ``m`` x ``k``, in ``block`` x ``block`` blocks of C dealt
+    round-robin over a ``mesh`` of PEs; C resident or as the spec ``output``."""
+    w, h = mesh
+    lair = (f"lair mm(): {dtype} A[{n}][{k}], {dtype} B[{k}][{m}] -> {dtype} C[{n}][{m}]\n"
+            f"{{ all (i, j, k) in ({n}, {m}, {k}) C[i][j] += A[i][k] * B[k][j] }}\n")
+    mapping = (f"rectangle {{ PE[{w}, {h}] }}\n"
+               f"placement {{ mm[i, j, k] -> PE[(j//{block}) mod {w}, (i//{block}) mod {h}] }}\n"
+               f"input A resident\ninput B resident\noutput C {output}\n")
+    return lair, mapping
+
+
+GEMM = block_cyclic_gemm(32, 32, 16, block=4, mesh=(4, 4))
 
 GEMV = ("""
     lair mv(): float32 W[64][32], float32 x[32] -> float32 y[64]
@@ -49,17 +54,8 @@ GEMV = ("""
 # C streamed east in its rows' order on each row of PEs: block by block, the position of
 # row i among the PE's 16 is 8 (i // 32) + i mod 8 (sent by one SIMD instruction over its
 # blocks' numbers and offsets, where it went element by element).
-GEMM_OUT = ("""
-    lair mm(): float16 A[64][16], float16 B[16][64] -> float16 C[64][64]
-    { all (i, j, k) in (64, 64, 16) C[i][j] += A[i][k] * B[k][j] }
-    """, """
-    rectangle { PE[4, 4] }
-    placement { mm[i, j, k] -> PE[(j//8) mod 4, (i//8) mod 4] }
-    input A resident
-    input B resident
-    output C dense { C[i = 0:63, j = 0:63]
-                     -> [PE[4, (i//8) mod 4] -> index[8*(i//32) + i mod 8, j]] }
-    """)
+GEMM_OUT = block_cyclic_gemm(64, 64, 16, block=8, mesh=(4, 4), dtype="float16", output=(
+    "dense { C[i = 0:63, j = 0:63] -> [PE[4, (i//8) mod 4] -> index[8*(i//32) + i mod 8, j]] }"))
 
 TRANSPOSE = ("""
     lair tp(): float16 A[36][36], float16 s -> float16 Y[36][36]
@@ -150,12 +146,8 @@ def test_random_block_cyclic_gemms_compute_the_program(rounds: int, block: int,
     import tempfile
 
     w, h = mesh
-    n, m = rounds * block * h, rounds * block * w
-    lair = (f"lair mm(): float32 A[{n}][8], float32 B[8][{m}] -> float32 C[{n}][{m}]\n"
-            f"{{ all (i, j, k) in ({n}, {m}, 8) C[i][j] += A[i][k] * B[k][j] }}\n")
-    mapping = (f"rectangle {{ PE[{w}, {h}] }}\n"
-               f"placement {{ mm[i, j, k] -> PE[(j//{block}) mod {w}, (i//{block}) mod {h}] }}\n"
-               "input A resident\ninput B resident\noutput C resident\n")
+    lair, mapping = block_cyclic_gemm(rounds * block * h, rounds * block * w, 8, block=block,
+                                      mesh=mesh)
     with tempfile.TemporaryDirectory() as tmp:
         path = write_pair(Path(tmp), lair, mapping)
         outcome = run_program(path, seed=seed)
