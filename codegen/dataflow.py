@@ -50,6 +50,7 @@ from dtg.mapping.flows import (
     ResidentReduction,
     Task,
     TaskGraph,
+    axis_line,
 )
 from dtg.mapping.memory import Memory
 from dtg.mapping.mesh import same_line
@@ -274,8 +275,7 @@ class _Check:
         if several.is_empty():
             return complete
         chains = [c for c in (*self.tg.reductions, *self.tg.combines) if c.tensor == tensor]
-        reduce = next((ex for ex in self.tg.exchanges if ex.tensor == tensor and ex.reduce),
-                      None)
+        reducing = [ex for ex in self.tg.exchanges if ex.tensor == tensor and ex.reduce]
         if chains:
             held = writers
             for chain in chains:
@@ -286,8 +286,8 @@ class _Check:
                 raise self.fail(f"the chains combining '{tensor}' do not leave each total on "
                                 "exactly one PE", totals)
             kept = held.reverse()
-        elif reduce is not None:
-            kept = self.reduced(tensor, reduce, writers, several)
+        elif reducing:
+            kept = self.reduced(tensor, reducing, writers, several)
         else:
             return complete
         kept, several = poly.align_params(kept, several)
@@ -306,8 +306,8 @@ class _Check:
                                      "elements")
         holders, last = poly.align_params(block.domain(), poly.pe_set(chain.last))
         inner = holders.subtract(last)
-        along = 1 if chain.side == "S" else 0
-        step = _unit_step(along).intersect_domain(inner)
+        along = 1 if chain.side in ("S", "N") else 0
+        step = _unit_step(along, -1 if chain.side in ("N", "W") else 1).intersect_domain(inner)
         step, block = poly.align_params(step, block)
         if not step.range().is_subset(holders):
             raise self.fail(f"a PE of the chain combining '{tensor}' passes its partial "
@@ -355,24 +355,37 @@ class _Check:
                                                 complete)
         return complete.union(delivered)
 
-    def reduced(self, tensor: str, ex: Exchange, writers: isl.Map, several: isl.Set
-                ) -> isl.Map:
-        """A reducing exchange: one keeper per element with several writers, to which
-        every other writer sends its partial result, and nobody else."""
-        keeper = ex.needed.reverse()
-        writers, keeper = poly.align_params(writers, keeper)
-        several, keeper = poly.align_params(several, keeper)
-        if not (keeper.is_single_valued() and keeper.domain().is_equal(several)
-                and keeper.is_subset(writers)):
-            raise self.fail(f"the partial results of '{tensor}' are not summed by exactly one "
-                            "of their writers per element", keeper)
-        senders = writers.intersect_domain(several).subtract(keeper).reverse()
-        sent, senders = poly.align_params(ex.produced, senders)
-        if not sent.is_equal(senders):
-            raise self.fail(f"the partial results of '{tensor}' sent to their keepers are not "
-                            "exactly those of the other writers",
-                            sent.subtract(senders).union(senders.subtract(sent)))
-        return ex.needed
+    def reduced(self, tensor: str, exchanges: list[Exchange], writers: isl.Map,
+                several: isl.Set) -> isl.Map:
+        """Reducing exchanges, one after the other: in each, every sender sends its
+        partial results to the one PE of its line (of the exchange's axis) keeping each
+        of them, which holds a partial result too and adds them up; the senders hold
+        none after it. Once all have run, each element is held by one PE. Returns
+        ``PE -> element`` of those holders."""
+        held = writers  # element -> the PEs holding a partial result of it
+        for ex in exchanges:
+            keeper, sender = ex.needed.reverse(), ex.produced.reverse()
+            held, keeper = poly.align_params(held, keeper)
+            held, sender = poly.align_params(held, sender)
+            if not (keeper.is_subset(held) and sender.is_subset(held)
+                    and keeper.intersect(sender).is_empty()):
+                raise self.fail(f"the partial results of '{tensor}' are sent or summed by PEs "
+                                "not holding them", keeper.union(sender).subtract(held))
+            line = axis_line(ex.axis)
+            line, sender = poly.align_params(line, sender)
+            to_keeper = sender.domain_map().apply_range(keeper).intersect(
+                sender.range_map().apply_range(line))  # [element -> sender] -> keepers
+            if not (to_keeper.is_single_valued()
+                    and to_keeper.domain().is_equal(sender.wrap())):
+                raise self.fail(f"a partial result of '{tensor}' is not sent to exactly one "
+                                "PE of its line keeping it", sender)
+            held = held.subtract(sender)
+        totals, several = poly.align_params(held, several)
+        totals = totals.intersect_domain(several)
+        if not (totals.is_single_valued() and totals.domain().is_equal(several)):
+            raise self.fail(f"the partial results of '{tensor}' are not summed on exactly "
+                            "one PE per element", totals)
+        return totals.reverse()
 
     def internal(self, statement: str, task: Task, tensor: str, used: isl.Map) -> None:
         writers, producer = self.writers(tensor)
@@ -769,12 +782,12 @@ def _split_pe(points: isl.Set) -> isl.Map:
     return rel.set_tuple_name(isl.dim_type.in_, PE).set_tuple_name(isl.dim_type.out, "index")
 
 
-def _unit_step(along: int) -> isl.Map:
-    """``PE[x, y] -> PE[x + 1, y]`` (``along`` 0) or ``PE[x, y + 1]`` (1)."""
+def _unit_step(along: int, by: int = 1) -> isl.Map:
+    """``PE[x, y] -> PE[x + by, y]`` (``along`` 0) or ``PE[x, y + by]`` (1)."""
     space = isl.Space.map_from_domain_and_range(*(2 * (isl.Space.set_alloc(
         CTX, 0, 2).set_tuple_name(isl.dim_type.set, PE),)))
     ma = isl.MultiAff.identity(space)
-    ma = ma.set_aff(along, ma.get_aff(along).add_constant_val(isl.Val.int_from_si(CTX, 1)))
+    ma = ma.set_aff(along, ma.get_aff(along).add_constant_val(isl.Val.int_from_si(CTX, by)))
     return isl.Map.from_multi_aff(ma)
 
 

@@ -27,7 +27,7 @@ from dtg.codegen.islast import condition_of, pw_aff_expr, substitute
 from dtg.codegen.routes import direct_routes
 from dtg.codegen.simd import row_major
 from dtg.mapping import poly
-from dtg.mapping.flows import Exchange, Region
+from dtg.mapping.flows import Exchange, Region, axis_line
 from dtg.mapping.memory import LocalTensor
 from dtg.mapping.mesh import pe_space, translate
 from dtg.pe.ir import (
@@ -84,7 +84,12 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
         pairs.reverse()
     identity = isl.Map.identity(isl.Space.map_from_set(region.pes().get_space()))
     sources, identity = poly.align_params(sources, identity)
-    sources = sources.subtract(identity).coalesce()
+    sources = sources.subtract(identity)
+    if ex.reduce:  # (a receiver adds the partial results of its line's senders only)
+        line = axis_line(ex.axis)
+        sources, line = poly.align_params(sources, line)
+        sources = sources.intersect(line)
+    sources = sources.coalesce()
     if sources.is_empty():
         return None
     pairs = sources.reverse()  # sender -> receiver
@@ -172,15 +177,15 @@ def halo_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
     sender to receiver, each sender's part for it the box of what it holds that the PE so
     far off reads, on colors of their own (``fresh``, which may have given some before a
     displacement fails: try with throwaway ones first). None where a displacement's parts
-    are not such boxes, or beyond :data:`MAX_DISPLACEMENTS` or the colors an exchange may take."""
-    if ex.reduce:
-        return None
+    are not such boxes, or beyond :data:`MAX_DISPLACEMENTS` or the colors an exchange may take.
+    Partial results go likewise, each displacement's to the keepers that far off: a PE
+    holding partial sums of blocks kept on several PEs (a rotated 3-D GEMM's diagonal)
+    sends each block to its keeper."""
     pairs = _pairs(ex, region)
     if pairs.is_empty():
         return None
-    try:
-        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
-    except poly.TooManyPointsError:
+    moves = _displacements(pairs)
+    if moves is None:
         return None
     return _displacement_parts(ex, pairs, moves, local, region, name=name, fresh=fresh,
                                shape=shape, first=ex.color)
@@ -199,11 +204,8 @@ def two_phase_halo(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     if ex.reduce:
         return None
     pairs = _pairs(ex, region)
-    try:
-        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
-    except poly.TooManyPointsError:
-        return None
-    if not any(dx and dy for dx, dy in moves):
+    moves = _displacements(pairs)
+    if moves is None or not any(dx and dy for dx, dy in moves):
         return None
     across = sorted({(dx, 0) for dx, _ in moves if dx})
     down = sorted({(0, dy) for _, dy in moves if dy})
@@ -231,6 +233,17 @@ def two_phase_halo(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     if parts_b is None:
         return None
     return parts_a, parts_b
+
+
+def _displacements(pairs: isl.Map) -> list[tuple[int, ...]] | None:
+    """The displacements from sender to receiver of ``pairs``; None beyond
+    :data:`MAX_DISPLACEMENTS` (the listing may look at a few times as many points: those
+    of a wrapped pattern's pieces lie far apart)."""
+    try:
+        moves = poly.points(pairs.deltas(), limit=4 * MAX_DISPLACEMENTS)
+    except poly.TooManyPointsError:
+        return None
+    return moves if len(moves) <= MAX_DISPLACEMENTS else None
 
 
 def _pairs(ex: Exchange, region: Region) -> isl.Map:
@@ -267,14 +280,15 @@ def _displacement_parts(ex: Exchange, pairs: isl.Map, moves: Sequence[tuple[int,
         made = direct_exchange(replace(ex, produced=produced, needed=needed, color=color),
                                local, region, name=f"{name}_{number + n}", fresh=fresh,
                                shape=shape, pairs=moved.intersect_domain(produced.domain()))
-        if made is None or len(parts) + len(made) > MAX_DIRECT_COLORS * 2:
+        if made is None or len(parts) + len(made) > MAX_DIRECT_PARTS:
             return None
         parts.extend(made)
     return tuple(parts)
 
 
 MAX_DISPLACEMENTS = 16  # sender-to-receiver displacements grouped onto colors, at most
-MAX_DIRECT_COLORS = 6  # colors an exchange without turns may take
+MAX_DIRECT_COLORS = 6  # colors a displacement's groups may take
+MAX_DIRECT_PARTS = 16  # parts (a color each) an exchange without turns may take
 
 
 def _groups(pairs: isl.Map, context: isl.Set, *, many: bool) -> list[isl.Map] | None:
@@ -287,9 +301,8 @@ def _groups(pairs: isl.Map, context: isl.Set, *, many: bool) -> list[isl.Map] | 
         return [pairs]
     if not many or not pairs.is_single_valued():
         return None
-    try:
-        moves = poly.points(pairs.deltas(), limit=MAX_DISPLACEMENTS)
-    except poly.TooManyPointsError:
+    moves = _displacements(pairs)
+    if moves is None:
         return None
     pieces: list[isl.Map] = []
     for dx, dy in moves:

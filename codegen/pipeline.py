@@ -170,14 +170,16 @@ def _fit_configurations(tg: TaskGraph, memory: Memory, decisions: dict[str, Simd
                         simd: bool, name: str, reference: str | None,
                         params: Sequence[tuple[str, int | str]],
                         max_configs: int = MAX_SIMD_CONFIGS,
-                        arrivals: ArrivalPlan | None = None
+                        arrivals: ArrivalPlan | None = None,
+                        given_up: frozenset[str] = frozenset()
                         ) -> tuple[PeModule, dict[str, SimdDecision], ArrivalPlan]:
     """Emit the module within the SIMD configurations a PE has (§5.4): while a program
     needs more, share configurations between instructions that differ only in their
     arrays, then give up SIMD where it helps least, by the cost model: the initial
     fills, batches of arrivals, SIMD for compute tasks or for the output tasks, the
-    least predicted saving per configuration first; each compute task records why."""
-    fill, scalar_outputs = True, frozenset[str]()
+    least predicted saving per configuration first; each compute task records why.
+    ``given_up`` starts the uses given up (``halo:T``: the exchanges of ``T`` by turns)."""
+    fill, scalar_outputs = True, given_up
     arrivals = arrivals or ArrivalPlan()
     tensors = [t.name for t in tg.model.graph.tensors]
     while True:
@@ -612,6 +614,13 @@ def _compile_kept(program: Program, mapping: Mapping, *, stop: str, simd: bool, 
                                          max_configs=max_configs, arrival=arrival,
                                          fabric=fabric, keep=keep, split=False)
                 return replace(together, seconds=time.perf_counter() - start)
+            if shared is None and tg.exchanges:
+                # (exchanges without turns take a color per displacement: by turns, one)
+                module, decisions, arrivals = _fit_configurations(
+                    tg, memory, decisions, simd=simd, name=name, reference=reference,
+                    params=params, max_configs=max_configs, arrivals=arrivals,
+                    given_up=frozenset(f"halo:{ex.tensor}" for ex in tg.exchanges))
+                shared = share_colors(module, fabric.colors)
             if shared is None:
                 raise out_of_colors(tg.color_uses, len(colors_used(module)), fabric.colors)
             module = shared

@@ -359,6 +359,8 @@ def _flag(cond: Cond | None) -> IExpr:
 
 
 def exchange_name(ex: Exchange) -> str:
-    """Names the tasks and counters of an exchange (a tensor may have two: its partial
-    results summed, then its totals shared)."""
-    return f"{ex.tensor}_sum" if ex.reduce else ex.tensor
+    """Names the tasks and counters of an exchange (a tensor may have several: its
+    partial results summed, in phases, then its totals shared)."""
+    if not ex.reduce:
+        return ex.tensor
+    return f"{ex.tensor}_sum" + (f"_{ex.phase}" if ex.phase else "")

@@ -40,10 +40,10 @@ def plan_exchanges(model: PolyModel, mapping: Mapping, placement: dict[str, isl.
                                            pstmt.domain)
                 needed = rel if needed is None else needed.union(rel)
         assert produced is not None and needed is not None
-        chains, gather, complete = combine_partials(tensor.name, produced, needed, model,
+        chains, gathers, complete = combine_partials(tensor.name, produced, needed, model,
                                                     mapping, compute, colors)
         combines.extend(chains)
-        result.extend([gather] if gather is not None else [])
+        result.extend(gathers)
         exchange = share(tensor.name, complete, needed, colors)
         if exchange is not None:
             result.append(exchange)

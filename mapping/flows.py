@@ -178,10 +178,10 @@ class OutputFlow:
 class ResidentReduction:
     """Partial results of a resident output combined along segments of a line: each group
     of PEs holding partial sums of the same elements passes them towards its last PE
-    (south or east), which keeps the total."""
+    (along ``side``), which keeps the total."""
 
     tensor: str
-    side: Side  # the direction the partial results flow ("S" or "E")
+    side: Side  # the direction the partial results flow
     colors: tuple[int, int]
     elements: isl.Map  # PE -> elements it holds partial results of (relative coordinates)
     position: isl.PwAff  # over PE_X, PE_Y: place of the PE in its segment, from 0
@@ -204,6 +204,7 @@ class Exchange:
     # Partial results sent to the one PE that keeps each total, which adds them up
     # (the others ignore them); otherwise complete elements, kept where read.
     reduce: bool = False
+    phase: int = 0  # partial results summed in phases (rows, then columns): which
 
 
 Axis = Literal["row", "column", "region"]
@@ -218,6 +219,16 @@ def exchange_axis(deltas: isl.Set) -> Axis:
                 isl.dim_type.set, across, zero)):
             return axis  # type: ignore[return-value]
     return "region"
+
+
+def axis_line(axis: Axis) -> isl.Map:
+    """``PE -> PE`` of one line of an exchange's ``axis``: its row, its column, or the
+    whole region."""
+    if axis == "row":
+        return same_line("E")
+    if axis == "column":
+        return same_line("S")
+    return isl.Map.universe(pe_map_space())
 
 
 @dataclass(frozen=True)

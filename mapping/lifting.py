@@ -34,8 +34,10 @@ def lift_blocks(compression: Compression) -> Compression | None:
     """``compression`` followed by lifting, for each of its coordinates ``x`` read through
     one ``floor((x + c) / P)`` (``c`` on the parameters), that floor into a new outer
     coordinate ``q`` and ``x`` into ``r = x - P q`` (``-c <= r < P - c``); the block
-    coordinates come first. None where no coordinate is read so."""
-    lifted = _lift(compression.compressed, in_order=False)
+    coordinates come first. Blocks within blocks (``(j//16) mod 4`` beside
+    ``(j//64) mod 2``) are lifted in turn, the largest first. None where no coordinate
+    is read so."""
+    lifted = _lift_all(compression.compressed, in_order=False)
     if lifted is None:
         return None
     forward, s, inverse, m = lifted
@@ -49,8 +51,30 @@ def lift_in_order(s: isl.Set) -> tuple[isl.MultiAff, isl.Set] | None:
     offset's, so that the lifted points come in the same lexicographic order (a stream's
     index ``8 (i // 32) + i mod 8``): the map from the lifted coordinates to ``s``'s and
     the lifted set; None where no coordinate is read through a block's floor."""
-    lifted = _lift(s, in_order=True)
+    lifted = _lift_all(s, in_order=True)
     return None if lifted is None else (lifted[0], lifted[1])
+
+
+MAX_LIFTS = 4  # rounds of lifting blocks within blocks
+
+
+def _lift_all(s: isl.Set, *, in_order: bool
+              ) -> tuple[isl.MultiAff, isl.Set, isl.MultiAff, int] | None:
+    """:func:`_lift` again on what it gives, while some coordinate is still read through
+    a block's floor: the maps composed, the blocks counted."""
+    found = _lift(s, in_order=in_order)
+    if found is None:
+        return None
+    forward, lifted, inverse, m = found
+    for _ in range(MAX_LIFTS - 1):
+        again = _lift(lifted, in_order=in_order)
+        if again is None:
+            break
+        fwd, lifted, inv, more = again
+        forward = forward.pullback_multi_aff(fwd)
+        inverse = inv.pullback_multi_aff(inverse)
+        m += more
+    return forward, lifted, inverse, m
 
 
 def _lift(s: isl.Set, *, in_order: bool
@@ -110,12 +134,17 @@ def _lift(s: isl.Set, *, in_order: bool
 
 def _blocks(b: isl.BasicSet, space: isl.Space) -> list[_Block]:
     """The divs of ``b`` of the form ``floor((x + c) / P)``, one set dimension ``x`` with
-    coefficient 1, ``c`` on the parameters, ``P >= 2``; none for a dimension with two."""
+    coefficient 1, ``c`` on the parameters, ``P >= 2``. Of a dimension read through
+    several, the one of the largest period where every other period divides it (the
+    smaller blocks then lie within it, lifted in a later round); none otherwise."""
     n = space.dim(_dt.set)
     ctx = space.get_ctx()
-    found: dict[int, _Block | None] = {}
+    found: dict[int, list[_Block]] = {}
     for k in range(b.dim(_dt.div)):
-        div = b.get_div(k)
+        try:
+            div = b.get_div(k)
+        except isl.Error:  # (an existential isl knows no expression of)
+            continue
         if div.involves_dims(_dt.div, 0, b.dim(_dt.div)):
             continue
         dims = [j for j in range(n) if not div.get_coefficient_val(_dt.in_, j).is_zero()]
@@ -136,9 +165,14 @@ def _blocks(b: isl.BasicSet, space: isl.Space) -> list[_Block]:
         if not whole or not constant.is_int():
             continue
         j = dims[0]
-        found[j] = None if j in found else _Block(j, period.to_python(), div,
-                                                  offset.set_constant_val(constant))
-    return [block for _, block in sorted(found.items()) if block is not None]
+        found.setdefault(j, []).append(_Block(j, period.to_python(), div,
+                                              offset.set_constant_val(constant)))
+    blocks = []
+    for _, candidates in sorted(found.items()):
+        largest = max(candidates, key=lambda block: block.period)
+        if all(largest.period % block.period == 0 for block in candidates):
+            blocks.append(largest)
+    return blocks
 
 
 def _on(offset: isl.Aff, space: isl.Space) -> isl.Aff:

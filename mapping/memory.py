@@ -17,6 +17,7 @@ import islpy as isl
 from dtg.errors import UnsupportedMappingError
 from dtg.mapping import poly
 from dtg.mapping.flows import TaskGraph
+from dtg.mapping.lifting import lift_blocks
 from dtg.mapping.padding import padded_blocks, padding_enabled
 from dtg.pe.ir import LOCAL_MEMORY_BYTES
 
@@ -153,7 +154,7 @@ def _arrays(tg: TaskGraph, *, padded: bool) -> list[LocalTensor]:
             sent = flow.sent_by().intersect_domain(flow.senders)
             per_pe, sent = poly.align_params(per_pe, sent)
             per_pe = per_pe.union(sent)
-        local = poly.local_array(per_pe.coalesce(), f"{tensor.name}_local")
+        local = _tightest_array(per_pe.coalesce(), f"{tensor.name}_local")
         if local is None:
             raise UnsupportedMappingError(
                 f"the elements of '{tensor.name}' used on a PE have no fixed-size box hull "
@@ -165,6 +166,37 @@ def _arrays(tg: TaskGraph, *, padded: bool) -> list[LocalTensor]:
             mapping.is_resident(tensor.name) and tensor.role == "input",
             mapping.is_resident(tensor.name) and tensor.role == "output"))
     return arrays
+
+
+def _tightest_array(per_pe: isl.Map, name: str) -> poly.LocalArray | None:
+    """The local array of ``per_pe``'s box hull, or of the box hull of the same elements
+    written by their blocks (:func:`mapping.lifting.lift_blocks`) where that is smaller:
+    isl writes a PE's rows of ``PE[(j//16) mod 4, i//16 + 4 ((j//64) mod 2)]`` with
+    existential variables, a box of 64; by blocks, ``16 (PE_Y mod 4) <= i < ... + 16``."""
+    local = poly.local_array(per_pe, name)
+    again = _by_blocks(per_pe)
+    if again is None:
+        return local
+    other = poly.local_array(again, name)
+    if other is None or (local is not None and prod(other.size) >= prod(local.size)):
+        return local
+    return replace(other, per_pe=per_pe)
+
+
+def _by_blocks(per_pe: isl.Map) -> isl.Map | None:
+    """``per_pe`` (``PE -> elements``) as isl writes it once the blocks its elements are
+    read through are lifted and mapped back; None where there are none."""
+    elements = poly.bind_pe(per_pe)
+    if elements.n_basic_set() != 1:
+        elements = elements.coalesce()
+    lifted = lift_blocks(poly.compress(elements))
+    if lifted is None:
+        return None
+    image = lifted.compressed.apply(lifted.as_map())
+    again = image.unbind_params_insert_domain(poly.multi_id(per_pe.get_space().domain(),
+                                                            poly.PE_NAMES))
+    again, per_pe = poly.align_params(again, per_pe)
+    return again if again.is_equal(per_pe) else None
 
 
 def _worth_streaming(arrays: list[LocalTensor], memory_bytes: int) -> list[str]:

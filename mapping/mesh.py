@@ -17,6 +17,7 @@ from dtg.mapping.validate import PE
 Side = Literal["N", "S", "W", "E"]
 VERTICAL = ("N", "S")
 SIDE_NAMES = {"N": "north", "S": "south", "W": "west", "E": "east"}
+OPPOSITE_SIDE: dict[Side, Side] = {"N": "S", "S": "N", "E": "W", "W": "E"}
 # The port through which data from a side enters a PE, and the direction it then flows.
 ENTRY_PORT: dict[str, str] = {"N": "N", "S": "S", "W": "W", "E": "E"}
 FLOW_PORT: dict[str, str] = {"N": "S", "S": "N", "W": "E", "E": "W"}

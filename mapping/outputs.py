@@ -55,9 +55,10 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         translate(*inward(side))).intersect_range(compute.pes())
     if not writers.is_subset(line):
         produced = writers.reverse()
-        chains, gather, complete = combine_partials(tensor, produced, edge.reverse(), model,
-                                                    mapping, compute, colors)
-        if gather is None and _totals_in_lines(tensor, complete, writers, line, model):
+        chains, gathers, complete = combine_partials(tensor, produced, edge.reverse(), model,
+                                                    mapping, compute, colors,
+                                                    also=[line.reverse()])
+        if not gathers and _totals_in_lines(tensor, complete, writers, line, model):
             # (the totals lie in the exit lines: a chain along each passes them on, the
             # PEs holding none adding the neutral value, where an exchange would gather
             # them on one PE first)
@@ -69,7 +70,7 @@ def output_flow(stream: Stream, side: Side, model: PolyModel, mapping: Mapping,
         target = _crossing(complete, edge, side, compute) or edge
         exchange = share(tensor, complete, target.reverse(), colors)
         color = colors.take(f"output '{tensor}'", tensor)
-        exchanges = [e for e in (gather, exchange) if e is not None]
+        exchanges = [*gathers, *([exchange] if exchange is not None else [])]
         return (OutputFlow(tensor, stream.kind, side, color, (color, color), relation, False,
                            target.range()), exchanges, chains)
     # Computed only next to the side: sent from there. Otherwise every PE of the line

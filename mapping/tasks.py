@@ -89,9 +89,9 @@ def build_task_graph(model: PolyModel, mapping: Mapping, *,
     reductions: list[ResidentReduction] = []
     for tensor, direction in mapping.resident:
         if direction == "output":
-            chains, gather = resident_reduction(tensor, model, mapping, compute, colors)
+            chains, reducing = resident_reduction(tensor, model, mapping, compute, colors)
             reductions.extend(chains)
-            gathers.extend([gather] if gather is not None else [])
+            gathers.extend(reducing)
     exchanges, combines = plan_exchanges(model, mapping, dict(placement), compute, colors)
     exchanges += gathers
     combines += completions

@@ -144,9 +144,9 @@ def test_fc_bias_relu_on_the_partial_sums_line_end_verifies(
         assert outcome.comparison.verified, outcome.comparison.mismatch
 
 
-def test_fc_bias_relu_at_the_line_start_gets_the_totals_sent_back(tmp_path: Path) -> None:
-    """The totals are kept at the east end of each row; the bias runs at the west end,
-    so the row sends them back (an exchange after the combination)."""
+def test_fc_bias_relu_at_the_line_start_combines_westwards(tmp_path: Path) -> None:
+    """The bias runs at the west end of each row: the chain flows west, so the totals
+    end where they are read (once they were kept at the east end and sent back)."""
     mapping = (FC_BIAS_RELU_MAP.replace("bias[i] -> PE[3, i//8]; relu[i] -> PE[3, i//8]",
                                         "bias[i] -> PE[0, i//8]; relu[i] -> PE[0, i//8]")
                .replace("PE[4, i//8]", "PE[-1, i//8]"))
@@ -156,13 +156,14 @@ def test_fc_bias_relu_at_the_line_start_gets_the_totals_sent_back(tmp_path: Path
         assert outcome.comparison.verified, outcome.comparison.mismatch
     result = compile_file(path)
     assert result.tasks is not None
-    assert [ex.tensor for ex in result.tasks.exchanges] == ["y"]
+    assert result.tasks.exchanges == ()
+    assert [c.side for c in result.tasks.combines] == ["W"]
 
 
 def test_the_check_catches_bias_on_partial_sums_without_the_planner_guard(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(exchanges, "combine_partials",
-                        lambda tensor, produced, *args: ([], None, produced))
+                        lambda tensor, produced, *args, **kwargs: ([], [], produced))
     with pytest.raises(DataFlowError, match=r"bias reads 'y', whose elements have partial "
                        r"results on several PEs.*y\[0\] on PE\[3, 0\]"):
         plan(FC_BIAS_RELU, FC_BIAS_RELU_MAP)

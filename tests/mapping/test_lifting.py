@@ -78,3 +78,48 @@ def test_sets_without_blocks_are_left_alone() -> None:
     assert lift_blocks(poly.compress(isl.Set("[P] -> { s[i] : 0 <= i < 16 and i mod 4 = P }"))
                        ) is None
     assert lift_blocks(poly.compress(isl.Set("[P] -> { s[i] : 4P <= i < 4P + 4 }"))) is None
+
+
+def _nested(n: int, inner: int, outer_factor: int, pes: int, halves: int) -> isl.Set:
+    """``{ s[i, j] }``: ``j``'s blocks of ``inner`` dealt over ``pes`` PE columns, and
+    the parity (over ``halves``) of its blocks of ``inner * pes * outer_factor`` adding
+    to the PE row of ``i``'s block (blocks within blocks of one coordinate)."""
+    outer = inner * pes * outer_factor
+    return isl.Set(
+        f"[X, Y] -> {{ s[i, j] : 0 <= i < 64 and 0 <= j < {n} and 0 <= X < {pes} and "
+        f"0 <= Y < {4 * halves} and "
+        f"X = (j//{inner}) mod {pes} and Y = i//16 + 4*((j//{outer}) mod {halves}) }}")
+
+
+def test_blocks_within_blocks_lift_to_a_dense_box() -> None:
+    """``PE[(j//16) mod 4, i//16 + 4 ((j//64) mod 2)]``: ``j`` read through two floors,
+    the larger lifted first, then what is left; the 3 x 16 x 16 instances of a PE are a
+    dense box (where a scalar loop once scanned 64 x 272 with a test of each)."""
+    s = _nested(384, 16, 1, 4, 2)
+    lifted = _bijective(s)
+    box = poly.set_box_hull(lifted.compressed.coalesce())
+    assert box is not None and box.size == (3, 16, 16)
+    whole, lifted_set = poly.align_params(poly.box_set(box, s.params()), lifted.compressed)
+    assert whole.is_equal(lifted_set)
+    # (written by its blocks, the same elements have a box of a PE's 16 rows: the
+    # local arrays' box, mapping.memory)
+    image = lifted.compressed.apply(lifted.as_map())
+    assert image.is_equal(s)
+    assert poly.set_box_hull(image).size == (16, 272)  # type: ignore[union-attr]
+    assert poly.set_box_hull(s).size == (64, 320)  # type: ignore[union-attr]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.sampled_from([2, 4, 8]), st.integers(1, 2), st.integers(2, 4),
+       st.integers(2, 3))
+def test_blocks_within_blocks_keep_every_instance_once(
+        rounds: int, inner: int, outer_factor: int, pes: int, halves: int) -> None:
+    n = rounds * inner * pes * outer_factor * halves
+    s = _nested(n, inner, outer_factor, pes, halves)
+    lifted = lift_blocks(poly.compress(s))
+    if lifted is None:
+        return
+    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
+    assert image.is_equal(s)
+    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
+        lifted.compressed).is_injective()
