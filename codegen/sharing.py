@@ -30,6 +30,7 @@ from dtg.mapping import poly
 from dtg.mapping.flows import (
     Exchange,
 )
+from dtg.mapping.memory import LocalTensor
 from dtg.pe.ir import (
     MAX_SIMD_CONFIGS,
     Activate,
@@ -101,9 +102,11 @@ class Sharing(EmitterState):
             trial = halo_exchange(ex, local, self.region, name=t, fresh=lambda: next(spare),
                                   shape=self.tg.model.graph.tensor(ex.tensor).shape)
             shape = self.tg.model.graph.tensor(ex.tensor).shape
-            if trial is not None and 2 * len(trial) > MAX_SIMD_CONFIGS:
-                # (more configurations than a PE has: in two phases, where a convex
-                # window's diagonal parts go by the PEs beside)
+            phased = None
+            if trial is not None and (2 * len(trial) > MAX_SIMD_CONFIGS or not self._simd_out(
+                    "halo2", ex.tensor)):
+                # (more configurations than a PE has, or than the budget leaves: in two
+                # phases, where a convex window's diagonal parts go by the PEs beside)
                 phased = two_phase_halo(ex, local, self.region, name=t,
                                         fresh=lambda: next(spare), shape=shape)
                 if phased is not None and (block is None or _halo_cycles(
@@ -120,6 +123,7 @@ class Sharing(EmitterState):
                                       shape=shape)
                 assert parts is not None  # (as the trial)
                 self._note_halo(ex, parts, block, turns)
+                self._note_two_phases(ex, parts, local, shape)
                 self._direct(ex, k, after, parts)
                 return
         if ex.axis == "region":
@@ -195,6 +199,26 @@ class Sharing(EmitterState):
         if mine > theirs:
             self.halo_choices[f"halo:{ex.tensor}"] = (
                 mine - theirs, float(_turn_cycles(turns, block.size) - _halo_cycles(parts)))
+
+    def _note_two_phases(self, ex: Exchange, parts: Sequence[DirectExchange],
+                         local: LocalTensor, shape: tuple[int, ...]) -> None:
+        """What a halo in two phases would free and cost in place of ``parts`` (its
+        diagonal parts relayed by the PEs beside), for the configuration budget
+        (``halo2:T``)."""
+        spare = count(1 << 20)
+        phased = two_phase_halo(ex, local, self.region, name=exchange_name(ex),
+                                fresh=lambda: next(spare), shape=shape)
+        if phased is None:
+            return
+        mine = sum(len(c.variants) for part in parts for c in part.configs)
+        theirs = sum(len(c.variants) for part in (*phased[0], *phased[1])
+                     for c in part.configs)
+        if mine > theirs:
+            # (the second phase waits for the first: its parts cost their cycles again)
+            later = _halo_cycles(phased[1])
+            self.halo_choices[f"halo2:{ex.tensor}"] = (
+                mine - theirs, float(_halo_cycles((*phased[0], *phased[1])) + later
+                                     - _halo_cycles(parts)))
 
     def _direct(self, ex: Exchange, k: int, after: Sequence[Stmt],
                 parts: tuple[DirectExchange, ...],

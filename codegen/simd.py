@@ -26,7 +26,7 @@ from dtg.errors import CodegenError
 from dtg.lair.graph import Binary, Const, Read, Stmt, Unary, Value
 from dtg.lair.lower import PolyStatement
 from dtg.mapping import poly
-from dtg.mapping.lifting import lift_blocks
+from dtg.mapping.lifting import MAX_LIFTS, lift_blocks
 from dtg.mapping.memory import LocalTensor, Memory
 from dtg.pe.ir import (
     MAX_SIMD_CONFIGS,
@@ -482,8 +482,25 @@ def decide(pstmt: PolyStatement, instances: isl.Set, trigger: str | None, memory
     except CodegenError as err:  # e.g. an expression PE code cannot hold
         return no_simd(err.message)
     except poly.TooComplex:
-        return no_simd(f"the instance set is too complex to analyse for SIMD (isl gave up "
-                       f"after {DECISION_EFFORT:,} operations)")
+        gave_up = no_simd(f"the instance set is too complex to analyse for SIMD (isl gave "
+                          f"up after {DECISION_EFFORT:,} operations)")
+    # (the blocks of a placement mixing floors and mods, `(i//8 + j//8) mod 4`, lifted
+    # first: as isl writes it the set explodes into cases, lifted it is a lattice of
+    # blocks)
+    try:
+        with poly.effort_limit(DECISION_EFFORT):
+            lifted = _blocks_lifted(pstmt, instances, steps, _every(pstmt, steps), memory,
+                                    context, box_hull, varying, poly.compress(instances),
+                                    gave_up, rank)
+    except (CodegenError, poly.TooComplex):
+        return gave_up
+    return lifted
+
+
+def _every(pstmt: PolyStatement, steps: tuple[OpShape, ...]) -> OpShape:
+    """For the checks on extra instances: every operand of every step."""
+    return OpShape(steps[0].op, pstmt.stmt.target.tensor, tuple(dict.fromkeys(
+        src for step in steps for src in step.srcs if src != TEMP)), None)
 
 
 def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],
@@ -491,9 +508,7 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
             varying: tuple[str, ...] = (),
             rank: Callable[[SimdDecision], int] | None = None) -> SimdDecision:
     shape = steps[0]
-    # For the checks on extra instances: every operand of every step.
-    every = OpShape(shape.op, pstmt.stmt.target.tensor, tuple(dict.fromkeys(
-        src for step in steps for src in step.srcs if src != TEMP)), None)
+    every = _every(pstmt, steps)
     comp = poly.compress(instances)
     compressed_case: Case = "compressed" if comp.dim < instances.dim(isl.dim_type.set) \
         else "base"
@@ -546,25 +561,31 @@ def _blocks_lifted(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShap
     """``first``, or the decision on ``comp`` with the blocks of a block-cyclic placement
     lifted into coordinates of their own (:mod:`mapping.lifting`) where that does less
     work (``rank``'s prediction, else the elements the instructions run) and scans every
-    conflicting pair of instances in the same order."""
-    lifted = lift_blocks(comp)
-    if lifted is None:
-        return first
-    if not all(scan_keeps_conflicts(pstmt, instances, step.dst,
-                                    tuple(s for s in step.srcs if s is not None and s != TEMP),
-                                    comp, lifted, memory) for step in steps if step.dst != TEMP):
-        return first
-    found = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
-                               varying, lifted, "compressed")
-    if not found.used:
-        return first
-    found = replace(found, reason=found.reason + " (the blocks of a block-cyclic placement "
-                                                 "as coordinates of their own)")
-    if not first.used:
-        return found
-    if rank is not None:
-        return found if rank(found) < rank(first) else first
-    return found if _elements(found) < _elements(first) else first
+    conflicting pair of instances in the same order. Blocks within blocks are lifted in
+    rounds; each round's decision is weighed (a skewed GEMM's first round gives one
+    instruction per block, its second one per row)."""
+    best = first
+    previous: poly.Compression | None = None
+    for rounds in range(1, MAX_LIFTS + 1):
+        lifted = lift_blocks(comp, rounds=rounds)
+        if lifted is None or (previous is not None and lifted.dim == previous.dim):
+            break  # (nothing more to lift)
+        previous = lifted
+        if not all(scan_keeps_conflicts(
+                pstmt, instances, step.dst,
+                tuple(s for s in step.srcs if s is not None and s != TEMP), comp, lifted,
+                memory) for step in steps if step.dst != TEMP):
+            continue
+        found = _decide_compressed(pstmt, instances, steps, every, memory, context, box_hull,
+                                   varying, lifted, "compressed")
+        if not found.used:
+            continue
+        found = replace(found, reason=found.reason + " (the blocks of a block-cyclic "
+                                                     "placement as coordinates of their own)")
+        if not best.used or (rank(found) < rank(best) if rank is not None
+                             else _elements(found) < _elements(best)):
+            best = found
+    return best
 
 
 def _elements(d: SimdDecision) -> int:

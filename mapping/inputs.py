@@ -134,6 +134,21 @@ def plan_inputs(model: PolyModel, mapping: Mapping, colors: Colors, *,
 
     for key, side, part in parts:
         by_order = _order_parts(part) if split and how[key] != "adapters" else [part]
+        runs = _wrapped_runs(part) if len(by_order) == 1 and split and \
+            how[key] != "adapters" else None
+        if runs is not None:
+            # (a position in its group that wraps, which batches cannot use: a Cannon
+            # skew's rotated rows, `(k - 8 (i // 8)) mod 32`, in their two runs, each
+            # affine, where each is)
+            trial = plan(key, side, part, how[key], Colors())
+            ways = [_how_direct(run, side, model, mapping) for run in runs]
+            if all(f.order_on_pe() is not None for f in trial) and \
+                    not all(f.position_affine() for f in trial) and all(
+                        f.position_affine() for k, run in enumerate(runs)
+                        for f in plan(f"{key}_o{k}", side, run, ways[k], Colors())):
+                for k, run in enumerate(runs):
+                    flows.extend(plan(f"{key}_o{k}", side, run, ways[k], colors))
+                continue
         if len(by_order) == 1 and split and how[key] != "adapters":
             classes = _residue_parts(part, accessing_pes(model, mapping, part.tensor,
                                                          write=False))
@@ -427,6 +442,45 @@ def _order_parts(stream: Stream) -> list[Stream]:
         return [stream]  # (each source sends one piece: taken apart by source, if need be)
     return [replace(stream, relation=stream.relation.intersect_domain(piece))
             for piece, _ in pieces]
+
+
+def _wrapped_runs(stream: Stream) -> list[Stream] | None:
+    """``stream`` in parts, one per value of a division in the position within a group
+    (an order of groups) that takes a few values over each external PE's elements: a
+    rotated row, ``(k - 8 (i // 8)) mod 32``, is two runs (``k >= 8 (i // 8)``, then the
+    rest), each affine in ``k``. None where there is no such division."""
+    elements = stream.relation.domain()
+    pieces: list[isl.MultiAff] = []
+    stream.order.intersect_domain(elements).as_pw_multi_aff().foreach_piece(
+        lambda _s, ma: pieces.append(ma))
+    if len(pieces) != 1:
+        return None
+    order = pieces[0]
+    sources = stream.external_pes
+    n = order.dim(isl.dim_type.out)
+    if n < 2:
+        return None  # (one group per source: its batches take the order as it is)
+    inner = order.get_at(n - 1)
+    for div in (inner.get_div(d) for d in range(inner.dim(isl.dim_type.div))):
+        if not div.involves_dims(isl.dim_type.in_, 0, div.dim(isl.dim_type.in_)):
+            continue
+        value = isl.PwAff.from_aff(div.floor()).intersect_domain(elements)
+        by_source = sources.reverse().apply_range(isl.Map.from_pw_aff(value))
+        if by_source.is_single_valued():
+            continue  # (one value per source: its PEs see one function already)
+        values = isl.Map.from_pw_aff(value).range()
+        try:
+            taken = poly.points(values, limit=MAX_ORDER_PARTS)
+        except poly.TooManyPointsError:
+            continue
+        parts = []
+        for (v,) in taken:
+            constant = value.sub(value).add_constant_val(isl.Val.int_from_si(CTX, v))
+            piece = value.eq_set(constant)  # (the elements where the division is v)
+            parts.append(replace(stream, relation=stream.relation.intersect_domain(
+                elements.intersect(piece))))
+        return parts if len(parts) > 1 else None
+    return None
 
 
 def _residue_parts(stream: Stream, need: isl.Map) -> list[Stream]:

@@ -12,6 +12,7 @@ access stays affine: one instruction per PE instead of scalar loops or extra ins
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 import islpy as isl
 
@@ -30,14 +31,14 @@ class _Block:
     offset: isl.Aff  # c, on the parameters only
 
 
-def lift_blocks(compression: Compression) -> Compression | None:
+def lift_blocks(compression: Compression, *, rounds: int | None = None) -> Compression | None:
     """``compression`` followed by lifting, for each of its coordinates ``x`` read through
     one ``floor((x + c) / P)`` (``c`` on the parameters), that floor into a new outer
     coordinate ``q`` and ``x`` into ``r = x - P q`` (``-c <= r < P - c``); the block
     coordinates come first. Blocks within blocks (``(j//16) mod 4`` beside
-    ``(j//64) mod 2``) are lifted in turn, the largest first. None where no coordinate
-    is read so."""
-    lifted = _lift_all(compression.compressed, in_order=False)
+    ``(j//64) mod 2``) are lifted in turn, the largest first, in up to ``rounds`` rounds
+    (default :data:`MAX_LIFTS`). None where no coordinate is read so."""
+    lifted = _lift_all(compression.compressed, in_order=False, rounds=rounds or MAX_LIFTS)
     if lifted is None:
         return None
     forward, s, inverse, m = lifted
@@ -58,15 +59,15 @@ def lift_in_order(s: isl.Set) -> tuple[isl.MultiAff, isl.Set] | None:
 MAX_LIFTS = 4  # rounds of lifting blocks within blocks
 
 
-def _lift_all(s: isl.Set, *, in_order: bool
+def _lift_all(s: isl.Set, *, in_order: bool, rounds: int = MAX_LIFTS
               ) -> tuple[isl.MultiAff, isl.Set, isl.MultiAff, int] | None:
     """:func:`_lift` again on what it gives, while some coordinate is still read through
-    a block's floor: the maps composed, the blocks counted."""
+    a block's floor (up to ``rounds`` in all): the maps composed, the blocks counted."""
     found = _lift(s, in_order=in_order)
     if found is None:
         return None
     forward, lifted, inverse, m = found
-    for _ in range(MAX_LIFTS - 1):
+    for _ in range(rounds - 1):
         again = _lift(lifted, in_order=in_order)
         if again is None:
             break
@@ -140,6 +141,7 @@ def _blocks(b: isl.BasicSet, space: isl.Space) -> list[_Block]:
     n = space.dim(_dt.set)
     ctx = space.get_ctx()
     found: dict[int, list[_Block]] = {}
+    fine: dict[int, _Block] = {}
     for k in range(b.dim(_dt.div)):
         try:
             div = b.get_div(k)
@@ -148,6 +150,10 @@ def _blocks(b: isl.BasicSet, space: isl.Space) -> list[_Block]:
         if div.involves_dims(_dt.div, 0, b.dim(_dt.div)):
             continue
         dims = [j for j in range(n) if not div.get_coefficient_val(_dt.in_, j).is_zero()]
+        if len(dims) > 1:
+            for block in _fine_blocks(div, dims, space):
+                fine.setdefault(block.dim, block)
+            continue
         if len(dims) != 1:
             continue
         period = div.get_denominator_val()
@@ -172,7 +178,39 @@ def _blocks(b: isl.BasicSet, space: isl.Space) -> list[_Block]:
         largest = max(candidates, key=lambda block: block.period)
         if all(largest.period % block.period == 0 for block in candidates):
             blocks.append(largest)
+    if not blocks:  # (then a dimension's blocks inside a floor of several)
+        blocks = [block for _, block in sorted(fine.items())]
     return blocks
+
+
+def _fine_blocks(div: isl.Aff, dims: list[int], space: isl.Space) -> list[_Block]:
+    """Of ``floor((a x + b y + c) / P)`` (several set dimensions): each dimension ``x``
+    of coefficient 1 whose blocks of ``g = gcd(P, b, c, ...) >= 2`` the floor reads
+    whole (``floor((8 floor(j/8) + i) / 32)``, a PE of ``(i//8 + j//8) mod 4``: ``i``'s
+    blocks of 8), as a block of period ``g`` without offset; lifted, the floor reads
+    the block numbers alone."""
+    ctx = space.get_ctx()
+    period = div.get_denominator_val()
+    if not period.is_int():
+        return []
+    whole = [div.get_coefficient_val(_dt.in_, j).mul(period) for j in dims]
+    rest = [div.get_coefficient_val(_dt.param, p).mul(period)
+            for p in range(space.dim(_dt.param))] + [div.get_constant_val().mul(period)]
+    if not all(v.is_int() for v in (*whole, *rest)):
+        return []
+    found = []
+    for j, coefficient in zip(dims, whole, strict=True):
+        if not coefficient.is_one():
+            continue
+        g = period.to_python()
+        for other in (*(w for d, w in zip(dims, whole, strict=True) if d != j), *rest):
+            g = gcd(g, other.to_python())
+        if g < 2:
+            continue
+        x = isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), _dt.set, j)
+        found.append(_Block(j, g, x.scale_down_val(isl.Val.int_from_si(ctx, g)),
+                            isl.Aff.zero_on_domain(isl.LocalSpace.from_space(space))))
+    return found
 
 
 def _on(offset: isl.Aff, space: isl.Space) -> isl.Aff:

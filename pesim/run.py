@@ -190,12 +190,18 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
     of its magnitude bound in ``bounds``."""
     worst = 0.0
     mismatch: str | None = None
+    overflowed: list[str] = []
     for name, want in expected.items():
         got = actual[name]
         want64, got64 = want.astype(np.float64), got.astype(np.float64)
         both_nan = np.isnan(want64) & np.isnan(got64)
         same = (want64 == got64) | both_nan
-        diff = np.where(same, 0.0, np.abs(want64 - got64))
+        with np.errstate(invalid="ignore"):  # (inf - inf where both overflowed)
+            diff = np.where(same, 0.0, np.abs(want64 - got64))
+        bad = int(np.count_nonzero(~np.isfinite(want64)))
+        if bad:
+            overflowed.append(f"{name} has {bad} of {counted(want.size, 'element')} "
+                              f"inf or nan ({want.dtype})")
         diff = np.where(np.isnan(diff), np.inf, diff)
         if diff.size:
             worst = max(worst, float(diff.max()))
@@ -212,6 +218,11 @@ def compare(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray]
             mismatch = (f"{name}{at} = {float(got[where])}, expected {float(want[where])} "
                         f"({int(np.count_nonzero(~ok))} of {counted(ok.size, 'element')} "
                         "differ)")
+    if overflowed:
+        # (what overflows its type on the PEs must overflow alike: a match, but not of
+        # the numbers the program meant)
+        note = "the reference overflows: " + "; ".join(overflowed)
+        reason = f"{reason}; {note}" if reason else note
     return Comparison(mismatch is None, exact, worst, mismatch, reason)
 
 

@@ -92,3 +92,30 @@ def test_bounds_cover_every_partial_sum() -> None:
     bound = magnitude_bounds(graph, {"W": w, "x": np.full(16, 2.0)})["y"]
     assert np.all(bound.elements == 16 * 6.0)
     assert bound.peak == 96.0 and bound.grain == 2.0  # multiples of 3 * 2
+
+
+def test_outputs_the_reference_overflows_are_named_without_numpy_warnings() -> None:
+    """float16 overflows to inf in the reference as on the PEs: the outputs match, and
+    the comparison says which hold inf or nan (once numpy's RuntimeWarnings were
+    printed, and the match read as if the numbers were the program's)."""
+    import warnings
+
+    from dtg.lair.frontend import program_from_text
+    from dtg.lair.interp import run
+
+    graph = program_from_text("""
+        lair sq(): float16 x[4] -> float16 y[4]
+        { all (i) in (4) y[i] += x[i] * x[i] }
+        """).graph
+    x = np.array([300, 2, 400, 3], dtype=np.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a RuntimeWarning would fail the test)
+        y = run(graph, {"x": x})["y"]
+        assert int(np.count_nonzero(np.isinf(y))) == 2
+        comparison = compare({"y": y}, {"y": y.copy()}, exact=False)
+    assert comparison.verified
+    assert "the reference overflows: y has 2 of 4 elements inf or nan (float16)" in \
+        comparison.reason
+    differs = compare({"y": y}, {"y": np.array([300, 4, 1, 9], dtype=np.float16)},
+                      exact=False)
+    assert not differs.verified
