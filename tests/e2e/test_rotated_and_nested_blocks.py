@@ -115,3 +115,18 @@ def test_blocks_of_two_coordinates_meeting_in_one_mod_run_by_simd(tmp_path: Path
 def test_nested_and_rotated_verify_on_both_engines(tmp_path: Path, name: str,
                                                    simd: bool) -> None:
     alike_on_both_engines(write_pair(tmp_path, *PAIRS[name]), simd=simd)
+
+
+def test_short_of_colors_the_partial_blocks_go_by_turns(tmp_path: Path) -> None:
+    """The rotated GEMM's partial blocks take a color per displacement: with 8 colors
+    they do not fit, and the compiler emits again with the exchange by turns (slower,
+    and still the program)."""
+    from dtg.pe.fabric import FabricConfig
+
+    path = write_pair(tmp_path, *ROTATED)
+    wide = dtg.module_text(dtg.compile(path))
+    fabric = FabricConfig(colors=8)
+    narrow = dtg.module_text(dtg.compile(path, fabric=fabric))
+    assert "got_C_sum ==" not in wide and "got_C_sum ==" in narrow
+    outcome = run_program(path, seed=2, config=fabric, engine="fast")
+    assert outcome.comparison.verified and outcome.comparison.exact
