@@ -35,6 +35,17 @@ def _bijective(s: isl.Set) -> poly.Compression:
     return lifted
 
 
+def _one_for_one_if_lifted(s: isl.Set) -> None:
+    """Where ``s`` has blocks to lift, the lifted set maps one for one onto ``s``."""
+    lifted = lift_blocks(poly.compress(s))
+    if lifted is None:  # (isl found the set without a block's floor)
+        return
+    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
+    assert image.is_equal(s)
+    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
+        lifted.compressed).is_injective()
+
+
 def test_a_block_cyclic_gemm_is_a_dense_box_of_blocks_and_offsets() -> None:
     s = _cyclic([(64, 8, 4, 0), (64, 8, 4, 0), (32, 32, 1, 0)])
     lifted = _bijective(s)
@@ -116,13 +127,7 @@ def test_blocks_within_blocks_keep_every_instance_once(
         rounds: int, inner: int, outer_factor: int, pes: int, halves: int) -> None:
     n = rounds * inner * pes * outer_factor * halves
     s = _nested(n, inner, outer_factor, pes, halves)
-    lifted = lift_blocks(poly.compress(s))
-    if lifted is None:
-        return
-    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
-    assert image.is_equal(s)
-    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
-        lifted.compressed).is_injective()
+    _one_for_one_if_lifted(s)
 
 
 def _mixed(n: int, block: int, pes: int) -> isl.Set:
@@ -149,10 +154,4 @@ def test_blocks_inside_a_floor_of_several_are_lifted() -> None:
 @given(st.integers(2, 6), st.sampled_from([2, 4, 8]), st.integers(2, 4))
 def test_mixed_blocks_keep_every_instance_once(rounds: int, block: int, pes: int) -> None:
     s = _mixed(rounds * block * pes, block, pes)
-    lifted = lift_blocks(poly.compress(s))
-    if lifted is None:
-        return
-    image = lifted.compressed.apply(isl.Map.from_multi_aff(lifted.map))
-    assert image.is_equal(s)
-    assert isl.Map.from_multi_aff(lifted.map).intersect_domain(
-        lifted.compressed).is_injective()
+    _one_for_one_if_lifted(s)
