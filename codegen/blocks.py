@@ -32,7 +32,7 @@ from dtg.mapping import poly
 from dtg.mapping.flows import Exchange, Region
 from dtg.mapping.memory import LocalTensor
 from dtg.mapping.mesh import pe_space, same_line
-from dtg.mapping.padding import padded_blocks
+from dtg.mapping.padding import grown_box, padded_blocks
 from dtg.pe.ir import (
     MAX_SIMD_DIMS,
     MAX_SIMD_SIZE,
@@ -88,6 +88,15 @@ class SenderBlocks:
     # the dimensions in the order a block is scanned, sent and landed, where not the
     # tensor's: the one whose length varies first, so that a length cuts it
     order: tuple[int, ...] | None = None
+    # blocks varying in the cut dimension and in others (two misaligned tilings in 2-D):
+    # every sender sends its block at the largest size in the others, from its array
+    # (what each sends, over its PE), and a receiver copies its sender's variant of it
+    sent_whole: isl.Set | None = None
+
+    @property
+    def sent(self) -> tuple[int, ...]:
+        """The size a sender sends (a length may cut it)."""
+        return self.size if self.sent_whole is not None else self.variants[0]
 
     @property
     def size(self) -> tuple[int, ...]:
@@ -154,8 +163,10 @@ def _cut_blocks(rect: poly.Rectangularity, context: isl.Set, *, reorder: bool = 
     cut = cut_dimension(size)
     order = None
     if varied and varied != [cut]:
-        if not reorder or len(varied) != 1:
+        if not reorder:
             return None
+        if len(varied) != 1:
+            return _cut_and_variants(rect, context, size, varied)
         cut = varied[0]
         order = (cut, *(d for d in range(len(size)) if d != cut))
     if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
@@ -164,6 +175,42 @@ def _cut_blocks(rect: poly.Rectangularity, context: isl.Set, *, reorder: bool = 
     length = pw_aff_expr(rect.extent.get_at(cut), context)
     return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), (size,),
                         length=length, order=order)
+
+
+def _cut_and_variants(rect: poly.Rectangularity, context: isl.Set, size: tuple[int, ...],
+                      varied: list[int]) -> SenderBlocks | None:
+    """Blocks varying in several dimensions (a halo between tiles of 17 and of 16 in
+    2-D: 1 to 3 rows of 15 to 17 columns): one of them cut to a length, scanned
+    outermost, and the others taking a few sizes, each a variant. Every sender sends
+    its block at the largest size in the others (its array must hold that box), so that
+    blocks land with the same strides; a receiver copies its sender's variant out of
+    it. The cut dimension is the one whose sizes are the most varied."""
+    def inner(c: int) -> isl.Set:
+        return rect.sizes.project_out(isl.dim_type.set, c, 1)
+
+    def distinct(c: int) -> int:
+        try:
+            return len(poly.points(inner(c).project_out_all_params(), limit=1 << 12))
+        except poly.TooManyPointsError:
+            return 1 << 12
+    cut = min(varied, key=distinct)  # (the fewest variants left in the others)
+    by_pe = size_variants(inner(cut), context)
+    if by_pe is None:
+        return None
+    others, variant = by_pe
+    variants = tuple((*v[:cut], size[cut], *v[cut:]) for v in others)
+    if not 0 < len(size) <= MAX_SIMD_DIMS or prod(size) > MAX_BLOCK or \
+            max(size) > MAX_SIMD_SIZE:
+        return None
+    bound = rect.box  # (the parameters where a PE holds a block)
+    whole = grown_box(bound, rect.minimum, size).intersect(
+        isl.PwAff.var_on_domain(isl.LocalSpace.from_space(bound.get_space()),
+                                isl.dim_type.set, cut).le_set(
+            rect.maximum.get_at(cut).insert_domain(bound.get_space())))
+    order = (cut, *(d for d in range(len(size)) if d != cut))
+    length = pw_aff_expr(rect.extent.get_at(cut), context)
+    return SenderBlocks(tuple(rect.minimum.get_at(d) for d in range(len(size))), variants,
+                        variant, length=length, order=order, sent_whole=whole)
 
 
 def _padded(produced: isl.Map, rect: poly.Rectangularity, shape: tuple[int, ...]

@@ -307,7 +307,13 @@ class _Check:
         holders, last = poly.align_params(block.domain(), poly.pe_set(chain.last))
         inner = holders.subtract(last)
         along = 1 if chain.side in ("S", "N") else 0
-        step = _unit_step(along, -1 if chain.side in ("N", "W") else 1).intersect_domain(inner)
+        step = (_unit_step(along, -1 if chain.side in ("N", "W") else 1) if chain.step is None
+                else chain.step)
+        step, inner = poly.align_params(step, inner)
+        step = step.intersect_domain(inner)
+        if not step.is_single_valued():
+            raise self.fail(f"a PE of the chain combining '{tensor}' passes its partial "
+                            "results to several PEs", step)
         step, block = poly.align_params(step, block)
         if not step.range().is_subset(holders):
             raise self.fail(f"a PE of the chain combining '{tensor}' passes its partial "

@@ -111,6 +111,9 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     received = sources.apply_range(sent)
     kept = poly.box_map(local.array.box)
     received, kept = poly.align_params(received, kept)
+    if blocks.sent_whole is not None:  # (sent at the largest size, read from the array)
+        sent = blocks.sent_whole.unbind_params_insert_domain(
+            poly.multi_id(pe_space(), poly.PE_NAMES))
     own, kept_s = poly.align_params(sent.intersect_domain(pairs.domain()), kept)
     if not received.is_subset(kept) or not own.is_subset(kept_s):
         return None
@@ -128,6 +131,9 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
     # landing array row-major in that order)
     order = blocks.order or tuple(range(len(blocks.size)))
     variants = tuple(tuple(v[d] for d in order) for v in blocks.variants)
+    sent_variants = variants if blocks.sent_whole is None else (
+        tuple(blocks.sent[d] for d in order),)
+    send_variant = blocks.variant if blocks.sent_whole is None else None
     strides = tuple(strides[d] for d in order)
     block_strides = row_major(tuple(blocks.size[d] for d in order))
     if ex.reduce:
@@ -144,7 +150,7 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
         routes = direct_routes(color, group, context)
         assert routes is not None  # (as when the group was formed)
         send_cfg = SimdConfig(f"out_{name}_send" + (f"_{k}" if k else ""), "copy",
-                              variants, SimdOperand("out", color=color),
+                              sent_variants, SimdOperand("out", color=color),
                               (SimdOperand("array", local.name, strides),))
         # the sender of a receiver's block, as expressions of the receiver's coordinates
         sender_of = group.reverse().as_pw_multi_aff()
@@ -161,7 +167,7 @@ def direct_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: s
         parts.append(DirectExchange(
             color, tuple(routes), (send_cfg, recv_cfg) if k == 0 else (send_cfg,),
             Array(mine, local.dtype, (size,)),
-            (Run(send_cfg.name, ((local.name, base(origin)),), None, blocks.variant,
+            (Run(send_cfg.name, ((local.name, base(origin)),), None, send_variant,
                  blocks.length),),
             receive, condition_of(senders, context), condition_of(receivers, context),
             size, receivers))
@@ -192,15 +198,18 @@ def halo_exchange(ex: Exchange, local: LocalTensor, region: Region, *, name: str
 
 
 def two_phase_halo(ex: Exchange, local: LocalTensor, region: Region, *, name: str,
-                   fresh: Callable[[], int], shape: tuple[int, ...] | None = None
+                   fresh: Callable[[], int], shape: tuple[int, ...] | None = None,
+                   relay: bool = False
                    ) -> tuple[tuple[DirectExchange, ...], tuple[DirectExchange, ...]] | None:
     """A halo whose readers need their diagonal neighbours' elements too (a window centred
     on its pixel: 8 displacements, 16 configurations) in two phases: first across (each
     PE's parts to the PEs beside it, east and west), then down (its parts to the PEs above
     and below it, the corners it received across included). Where every element a PE
     reads of a diagonal neighbour is one the PE beside it reads too (a convex window),
-    four displacements do the work of eight. None where that does not hold, or where the
-    parts are not boxes (as :func:`halo_exchange`)."""
+    four displacements do the work of eight. With ``relay``, also where a PE reads
+    elements of a diagonal neighbour that the PE beside it does not (tilings that do not
+    line up): that PE relays them. None where that does not hold, or where the parts are
+    not boxes (as :func:`halo_exchange`)."""
     if ex.reduce:
         return None
     pairs = _pairs(ex, region)
@@ -214,7 +223,20 @@ def two_phase_halo(ex: Exchange, local: LocalTensor, region: Region, *, name: st
     beside = _union(pairs, across)
     # what each PE reads of the PEs beside it, and then holds
     needed, produced = poly.align_params(ex.needed, ex.produced)
-    needed_a = needed.intersect(beside.reverse().apply_range(produced)).coalesce()
+    needed_a = needed.intersect(beside.reverse().apply_range(produced))
+    # and what it relays down to the diagonal neighbours of the PEs beside it (tiles
+    # that do not line up: the row a PE below reads of its diagonal neighbour's tile
+    # may be one the PE beside it does not read)
+    for dx, dy in moves if relay else ():
+        if dx and dy:
+            theirs = translate(-dx, 0).apply_range(produced)
+            read = translate(0, dy).apply_range(needed)
+            theirs, read = poly.align_params(theirs, read)
+            needed_a = needed_a.union(theirs.intersect(read))
+    needed_a = needed_a.coalesce()
+    # (the pairs across, relays included: a PE beside that reads nothing of a sender's
+    # may still relay its elements down)
+    beside = _union(_pairs(replace(ex, needed=needed_a), region), across)
     held = produced.union(needed_a).coalesce()
     # (what else it reads and some PE holds: elements nobody writes stay where they are)
     rest = needed.subtract(produced).subtract(needed_a).intersect_range(

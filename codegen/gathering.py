@@ -17,6 +17,7 @@ from dtg.codegen.islast import (
     scan,
     substitute,
 )
+from dtg.codegen.routes import direct_routes
 from dtg.codegen.simd import flat_aff, flatten, row_major
 from dtg.codegen.stmtutil import and_cond, case_chain, guarded, pe_condition_set, simplify
 from dtg.codegen.variants import size_variants
@@ -90,6 +91,14 @@ class Gathering(EmitterState):
         if uniform:
             base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
                 rect.minimum.align_params(flat.get_space())), context)
+        else:
+            # (the blocks of a block-cyclic placement, `y` rows `64 a + 16 b + r`: one box
+            # of their lifted coordinates, in the same order as the elements)
+            blocks = _lifted_box(held, local, context)
+            if blocks is not None:
+                uniform = True
+                sizes, strides, base = blocks
+                variants, variant = (sizes,), None
         pos = red.position
         zero = pos.zero_set()
         even = pos.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
@@ -116,14 +125,18 @@ class Gathering(EmitterState):
         sends_odd = cond(odd, minus=(last,))
         gets_even = cond(even, minus=(zero,))
         gets_odd = cond(odd)
-        if sends_even[0]:
-            self.routes.append(Route(first_c, "RAMP", (port_out,), sends_even[1]))
-        if sends_odd[0]:
-            self.routes.append(Route(second_c, "RAMP", (port_out,), sends_odd[1]))
-        if gets_odd[0]:
-            self.routes.append(Route(first_c, port_in, ("RAMP",), gets_odd[1]))
-        if gets_even[0]:
-            self.routes.append(Route(second_c, port_in, ("RAMP",), gets_even[1]))
+        if red.step is not None:  # (a chain through PEs on no one line)
+            self.routes += _path_routes(red.step, ((even, first_c), (odd, second_c)), last,
+                                        context)
+        else:
+            if sends_even[0]:
+                self.routes.append(Route(first_c, "RAMP", (port_out,), sends_even[1]))
+            if sends_odd[0]:
+                self.routes.append(Route(second_c, "RAMP", (port_out,), sends_odd[1]))
+            if gets_odd[0]:
+                self.routes.append(Route(first_c, port_in, ("RAMP",), gets_odd[1]))
+            if gets_even[0]:
+                self.routes.append(Route(second_c, port_in, ("RAMP",), gets_even[1]))
         op = self._reduction_op(red.tensor)
         roles = [  # (exists, condition, destination color or None, source color or None)
             (*cond(zero, minus=(last,)), first_c, None),
@@ -378,6 +391,58 @@ def _linear_send(k_to_local: isl.Map, local: LocalTensor, context: isl.Set
                     for d in range(flat.dim(isl.dim_type.div)))
             for _, flat in flats)
     return linear, rect, flats, strides, variants, variant
+
+
+def _path_routes(step: isl.Map, parities: Sequence[tuple[isl.Set, int]], last: isl.Set,
+                 context: isl.Set) -> list[Route]:
+    """The routes of a chain through PEs on no one line (``step``: each PE to the next):
+    each PE of a parity (a set over the PE's coordinates) to the next on that parity's
+    color, along its row and then the next PE's column."""
+    routes: list[Route] = []
+    for parity, color in parities:
+        senders, stop = poly.align_params(parity, last)
+        senders = poly.pe_set(senders.subtract(stop))
+        senders, pairs = poly.align_params(senders, step)
+        pairs = pairs.intersect_domain(senders)
+        if pairs.is_empty():
+            continue
+        made = direct_routes(color, pairs, context)
+        if made is None:
+            raise CompilerBug(f"the chain's routes on color {color} mix (the planner "
+                              "checked them)")
+        routes += made
+    return routes
+
+
+def _lifted_box(held: isl.Set, local: LocalTensor, context: isl.Set
+                ) -> tuple[tuple[int, ...], tuple[int, ...], IExpr] | None:
+    """Where the elements a PE ``held`` are the blocks of a block-cyclic placement
+    (``y`` rows ``64 a + 16 b + r``), lifted in order into a box of one size
+    (:func:`lift_in_order`: the same elements in the same order): its size, the strides
+    of its coordinates in the PE's ``local`` array and its first element's flat
+    position; None otherwise."""
+    found = lift_in_order(held)
+    if found is None:
+        return None
+    forward, within = found
+    n = int(within.dim(isl.dim_type.set))
+    if n > 4:
+        return None
+    rect = poly.rectangularity(within, index=())
+    if not rect.rectangular or rect.constant_size is None:
+        return None
+    to_local = local.to_local_bound
+    forward, to_local = poly.align_params(forward, to_local)
+    flat = flat_aff(to_local.get_space().range(), row_major(local.size)).pullback_multi_aff(
+        to_local).pullback_multi_aff(forward)
+    if any(flat.get_div(d).involves_dims(isl.dim_type.in_, 0, n)
+           for d in range(flat.dim(isl.dim_type.div))):
+        return None
+    strides = tuple(int(flat.get_coefficient_val(isl.dim_type.in_, k).to_python())
+                    for k in range(n))
+    base = pw_aff_expr(isl.PwAff.from_aff(flat).pullback_multi_pw_aff(
+        rect.minimum.align_params(flat.get_space())), context)
+    return rect.constant_size, strides, base
 
 
 def _position(side: str, region: Region) -> IExpr:

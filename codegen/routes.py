@@ -14,7 +14,12 @@ import islpy as isl
 from dtg.codegen.islast import condition_of
 from dtg.errors import CompilerBug
 from dtg.mapping import poly
-from dtg.mapping.mesh import PORT_TOWARDS, linear_map, pe_box, pe_map_space, translate
+from dtg.mapping.mesh import (
+    PORT_TOWARDS,
+    direct_entries,
+    pe_box,
+    translate,
+)
 from dtg.pe.ir import Route
 
 
@@ -62,15 +67,10 @@ def direct_routes(color: int, pairs: isl.Map, context: isl.Set) -> list[Route] |
     wavelet goes along the sender's row to the receiver's column, then along the column
     (a multicast tree per sender). None where two senders' trees would enter a PE by
     the same port (their wavelets would mix), or a receiver has several senders."""
-    if not pairs.reverse().is_single_valued():
+    found = direct_entries(pairs)
+    if found is None:
         return None
-    edges = _tree_edges(pairs)
-    entering: dict[str, isl.Map] = {}  # port -> { sender -> PE entered by that port }
-    for step, port in PORT_TOWARDS.items():
-        entered = edges.intersect_range(translate(*step).wrap()).range_factor_domain()
-        if not entered.reverse().is_single_valued():
-            return None
-        entering[port] = entered
+    edges, entering = found
     children = {port: edges.intersect_range(translate(*(-d for d in step)).wrap())
                 .range_factor_range() for step, port in PORT_TOWARDS.items()}
     senders = pairs.domain()
@@ -87,29 +87,6 @@ def direct_routes(color: int, pairs: isl.Map, context: isl.Set) -> list[Route] |
                                   "wavelets but neither use nor forward them")
             routes.append(_route(color, port, pes, targets, context))
     return routes
-
-
-def _tree_edges(pairs: isl.Map) -> isl.Map:
-    """``{ PE[sender] -> [PE[x] -> PE[parent of x]] }`` over the senders' trees: from
-    the sender along its row to each receiver's column, then along that column."""
-    space = isl.Space.map_from_domain_and_range(pairs.get_space().wrap(),
-                                                pe_map_space().wrap())
-    sx, sy, rx, ry = (("in", k) for k in range(4))
-    x, y, px, py = (("out", k) for k in range(4))
-    pieces = []
-    for sign in (1, -1):  # along the row east (1) or west (-1), parent one step back
-        pieces.append(linear_map(space, eqs=[{y: 1, sy: -1}, {px: 1, x: -1, 1: sign},
-                                             {py: 1, y: -1}],
-                                 ineqs=[{x: sign, sx: -sign, 1: -1}, {rx: sign, x: -sign}]))
-        # along the receiver's column south (1) or north (-1)
-        pieces.append(linear_map(space, eqs=[{x: 1, rx: -1}, {px: 1, x: -1},
-                                             {py: 1, y: -1, 1: sign}],
-                                 ineqs=[{y: sign, sy: -sign, 1: -1}, {ry: sign, y: -sign}]))
-    edges = pieces[0]
-    for piece in pieces[1:]:
-        edges = edges.union(piece)
-    pairs_w, edges = poly.align_params(pairs.wrap(), edges)
-    return edges.intersect_domain(pairs_w).domain_factor_domain().coalesce()
 
 
 def _split(pes: isl.Set, outputs: list[tuple[str, isl.Set]]

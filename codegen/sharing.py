@@ -107,12 +107,15 @@ class Sharing(EmitterState):
                     "halo2", ex.tensor)):
                 # (more configurations than a PE has, or than the budget leaves: in two
                 # phases, where a convex window's diagonal parts go by the PEs beside)
+                # (relayed by PEs that do not read what they pass on, only where the
+                # budget chose it: it moves more than the one phase it replaces)
+                relay = not self._simd_out("halo2", ex.tensor)
                 phased = two_phase_halo(ex, local, self.region, name=t,
-                                        fresh=lambda: next(spare), shape=shape)
+                                        fresh=lambda: next(spare), shape=shape, relay=relay)
                 if phased is not None and (block is None or _halo_cycles(
                         (*phased[0], *phased[1])) < _turn_cycles(turns, block.size)):
                     made = two_phase_halo(ex, local, self.region, name=t,
-                                          fresh=self._fresh_color, shape=shape)
+                                          fresh=self._fresh_color, shape=shape, relay=relay)
                     assert made is not None  # (as the trial)
                     self._note_halo(ex, (*made[0], *made[1]), block, turns)
                     self._direct(ex, k, after, *made)
@@ -207,7 +210,7 @@ class Sharing(EmitterState):
         (``halo2:T``)."""
         spare = count(1 << 20)
         phased = two_phase_halo(ex, local, self.region, name=exchange_name(ex),
-                                fresh=lambda: next(spare), shape=shape)
+                                fresh=lambda: next(spare), shape=shape, relay=True)
         if phased is None:
             return
         mine = sum(len(c.variants) for part in parts for c in part.configs)

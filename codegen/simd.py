@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from itertools import permutations
-from math import prod
+from math import gcd, prod
 from typing import Literal
 
 import islpy as isl
@@ -528,7 +528,9 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     # sets, a 3-D convolution's, took seconds and found nothing cheaper)
     if plain or n > 3 or (not varying and (rank is None or not first.used or n > 2)):
         return first
-    if comp.compressed.n_basic_set() != 1 or comp.lifted:
+    if comp.compressed.n_basic_set() != 1 or (comp.lifted and varying):
+        # (a batch's set with lifted divisions, a stream in parity order: the skews took
+        # a minute of isl and found nothing cheaper)
         return first
     # A batch of a sliding window's instances is a box along another lattice basis, and
     # a skewed placement's band is long along a diagonal: try the skews of the
@@ -536,22 +538,68 @@ def _decide(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...]
     # first that is one instruction without scalar loops or variants; with ``rank``,
     # the cheapest is kept.
     best, best_cost = first, rank(first) if rank is not None and first.used else None
-    for a, b in permutations(range(n), 2):
-        for sign in (1, -1):
-            found = _decide_compressed(pstmt, instances, steps, every, memory, context,
-                                       box_hull, varying, poly.skewed(comp, a, b, sign),
-                                       "compressed")
-            if not found.used:
-                continue
-            found = replace(found, reason=found.reason + " (along a skewed basis)")
-            if rank is None:
-                if not found.outer_names and found.case != "enumerated":
-                    return found
-                continue
-            cost = rank(found)
-            if best_cost is None or cost < best_cost:
-                best, best_cost = found, cost
+    for along in _skews(comp):
+        if along.lifted > comp.lifted and not all(scan_keeps_conflicts(
+                pstmt, instances, step.dst,
+                tuple(s for s in step.srcs if s is not None and s != TEMP), comp, along,
+                memory) for step in steps if step.dst != TEMP):
+            continue
+        found = _decide_compressed(pstmt, instances, steps, every, memory, context,
+                                   box_hull, varying, along, "compressed")
+        if not found.used:
+            continue
+        found = replace(found, reason=found.reason + " (along a skewed basis)")
+        if rank is None:
+            if not found.outer_names and found.case != "enumerated":
+                return found
+            continue
+        cost = rank(found)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = found, cost
     return best
+
+
+def _skews(comp: poly.Compression) -> Iterator[poly.Compression]:
+    """``comp`` skewed, ``c_a + s c_b``, for ``s`` 1 and -1 and the coefficients of
+    ``c_b`` in the compression (a cyclic diagonal ``(i + j) mod 4`` steps by 4 in ``j``
+    for each step of its other coordinate: skewed by 4, each row ``i`` is one run), and
+    ``comp`` and each skew with residues lifted (:func:`_residue_lifts`)."""
+    yield from _residue_lifts(comp)
+    n = comp.dim
+    for a, b in permutations(range(n), 2):
+        for factor in sorted({1, *(abs(c_b) for _, c_b in _coefficients(comp, a, b))}):
+            for sign in (factor, -factor):
+                skew = poly.skewed(comp, a, b, sign)
+                yield skew
+                if factor > 1:
+                    yield from _residue_lifts(skew)
+
+
+def _residue_lifts(comp: poly.Compression) -> Iterator[poly.Compression]:
+    """``comp`` with a coordinate ``c_a``'s residues modulo ``m`` lifted
+    (:func:`mapping.poly.residues_lifted`), where an original coordinate reads
+    ``x = u c_a + v c_b`` and ``m = |v| / gcd(u, v) > 1``: for ``c_a = m q + r``, ``x = u r
+    + v (c_b - t q)``, the rows of one residue a box (``j = 2 i - 4 k``: ``i``'s residues
+    modulo 2)."""
+    seen = set()
+    for a, b in permutations(range(comp.dim), 2):
+        for u, v in _coefficients(comp, a, b):
+            m = abs(v) // gcd(u, v)
+            if m > 1 and (a, b, m) not in seen:
+                seen.add((a, b, m))
+                yield poly.residues_lifted(comp, a, b, m, -(u * m) // v)
+
+
+def _coefficients(comp: poly.Compression, a: int, b: int) -> list[tuple[int, int]]:
+    """The integer coefficients ``(u, v)`` of compressed coordinates ``a`` and ``b`` in
+    each original coordinate that reads both."""
+    found = []
+    for k in range(comp.map.dim(isl.dim_type.out)):
+        aff = comp.map.get_at(k)
+        u, v = (aff.get_coefficient_val(isl.dim_type.in_, d) for d in (a, b))
+        if u.is_int() and v.is_int() and not u.is_zero() and not v.is_zero():
+            found.append((int(u.to_python()), int(v.to_python())))
+    return found
 
 
 def _blocks_lifted(pstmt: PolyStatement, instances: isl.Set, steps: tuple[OpShape, ...],

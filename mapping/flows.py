@@ -186,6 +186,10 @@ class ResidentReduction:
     elements: isl.Map  # PE -> elements it holds partial results of (relative coordinates)
     position: isl.PwAff  # over PE_X, PE_Y: place of the PE in its segment, from 0
     last: isl.Set  # over PE_X, PE_Y: the PEs that keep the totals
+    # PE -> the next PE of its chain where the chain is no segment of a line (partial
+    # blocks on a wrapped diagonal, one per column, each passed to the column before):
+    # routed along the row, then the column; None along a line (``side``)
+    step: isl.Map | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Literal
 import islpy as isl
 
 from dtg.lair.lower import CTX, least_point, point_coordinates
+from dtg.mapping import poly
 from dtg.mapping.validate import PE
 
 Side = Literal["N", "S", "W", "E"]
@@ -77,6 +78,47 @@ def lines_before(side: Side) -> isl.Map:
     across = 0 if side in VERTICAL else 1
     return linear_map(pe_map_space(), ineqs=[{("in", across): 1, ("out", across): -1,
                                               1: -1}])
+
+
+def direct_tree_edges(pairs: isl.Map) -> isl.Map:
+    """``{ PE[sender] -> [PE[x] -> PE[parent of x]] }`` over the senders' trees: from
+    the sender along its row to each receiver's column, then along that column."""
+    space = isl.Space.map_from_domain_and_range(pairs.get_space().wrap(),
+                                                pe_map_space().wrap())
+    sx, sy, rx, ry = (("in", k) for k in range(4))
+    x, y, px, py = (("out", k) for k in range(4))
+    pieces = []
+    for sign in (1, -1):  # along the row east (1) or west (-1), parent one step back
+        pieces.append(linear_map(space, eqs=[{y: 1, sy: -1}, {px: 1, x: -1, 1: sign},
+                                             {py: 1, y: -1}],
+                                 ineqs=[{x: sign, sx: -sign, 1: -1}, {rx: sign, x: -sign}]))
+        # along the receiver's column south (1) or north (-1)
+        pieces.append(linear_map(space, eqs=[{x: 1, rx: -1}, {px: 1, x: -1},
+                                             {py: 1, y: -1, 1: sign}],
+                                 ineqs=[{y: sign, sy: -sign, 1: -1}, {ry: sign, y: -sign}]))
+    edges = pieces[0]
+    for piece in pieces[1:]:
+        edges = edges.union(piece)
+    pairs_w, edges = poly.align_params(pairs.wrap(), edges)
+    return edges.intersect_domain(pairs_w).domain_factor_domain().coalesce()
+
+
+def direct_entries(pairs: isl.Map) -> tuple[isl.Map, dict[str, isl.Map]] | None:
+    """The trees carrying each sender's wavelets to its receivers, ``pairs`` ``{ PE[sender]
+    -> PE[receiver] }``, all on one color (:func:`direct_tree_edges`), and for each port
+    ``{ sender -> PE its tree enters by that port }``; None where two senders' trees would
+    enter a PE by the same port (their wavelets would mix) or a receiver has several
+    senders."""
+    if not pairs.reverse().is_single_valued():
+        return None
+    edges = direct_tree_edges(pairs)
+    entering: dict[str, isl.Map] = {}
+    for step, port in PORT_TOWARDS.items():
+        entered = edges.intersect_range(translate(*step).wrap()).range_factor_domain()
+        if not entered.reverse().is_single_valued():
+            return None
+        entering[port] = entered
+    return edges, entering
 
 
 def point(space: isl.Space, coords: Sequence[int]) -> isl.Point:

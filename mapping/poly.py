@@ -782,6 +782,46 @@ def moved_outermost(compression: Compression, d: int, to: int) -> Compression:
                        lifted=compression.lifted)
 
 
+def residues_lifted(compression: Compression, a: int, b: int, m: int, t: int = 1
+                    ) -> Compression:
+    """``compression`` with coordinate ``a`` split into its residue ``r = a mod m``,
+    outermost, and ``q = floor(a / m)`` in its place, and ``b`` shifted to ``b - t q``:
+    the same instances (``a = m q + r``, ``b = b' + t q``, ``0 <= r < m``). A cyclic
+    diagonal's row ``a`` runs ``j = a - m b``: its rows of one residue are a box along
+    ``(q, b')`` (``j = r - m b'``, with ``t = 1``), one 2-D instruction per residue
+    instead of one per row."""
+    q = compression.compressed.get_space()
+    n = q.dim(_dt.set)
+    lifted_space = q.add_dims(_dt.set, 1)
+    for k in range(n + 1):
+        lifted_space = lifted_space.set_dim_name(_dt.set, k, f"i{k}")
+    # new coordinates: r, then the old ones with q at a's place and b' at b's
+    at = [k + 1 for k in range(n)]
+    val = _val(q.get_ctx(), m)
+    old = []
+    for k in range(n):
+        v = _var(lifted_space, at[k])
+        if k == a:
+            v = v.scale_val(val).add(_var(lifted_space, 0))
+        elif k == b:
+            v = v.add(_var(lifted_space, at[a]).scale_val(_val(q.get_ctx(), t)))
+        old.append(v)
+    back = _multi_aff(isl.Space.map_from_domain_and_range(lifted_space, q), old)
+    block = _var(q, a).scale_down_val(val).floor()
+    new = [_var(q, a).sub(block.scale_val(val))]
+    for k in range(n):
+        new.append(block if k == a else _var(q, k).sub(block.scale_val(_val(q.get_ctx(), t)))
+                   if k == b else _var(q, k))
+    forward = _multi_aff(isl.Space.map_from_domain_and_range(q, lifted_space), new)
+    lifted = compression.compressed.preimage_multi_aff(back)
+    r = _var(lifted_space, 0)
+    lifted = lifted.add_constraint(isl.Constraint.inequality_from_aff(r)).add_constraint(
+        isl.Constraint.inequality_from_aff(r.neg().add_constant_val(_val(q.get_ctx(), m - 1))))
+    return Compression(map=compression.map.pullback_multi_aff(back), compressed=lifted,
+                       inverse=forward.pullback_multi_aff(compression.inverse),
+                       lifted=compression.lifted + 1)
+
+
 def rewrite_access(access: isl.Map, compression: Compression) -> isl.Map:
     """An access of the original instances in terms of the compressed ones (eq. (26))."""
     _check_same_tuple(compression.map.get_space().range(), access.get_space().domain(), "access")

@@ -24,6 +24,8 @@ from dtg.mapping.flows import (
 from dtg.mapping.mesh import (
     OPPOSITE_SIDE,
     Side,
+    direct_entries,
+    linear_map,
     pe_map_space,
     pe_space,
     same_line,
@@ -62,6 +64,9 @@ def resident_reduction(tensor: str, model: PolyModel, mapping: Mapping, compute:
         return [], [_phase_exchange(tensor, *phase, colors, k)
                     for k, phase in enumerate(phases)]
     if not valid:
+        path = _path_chain(writers, wanted)
+        if path is not None:
+            return [_colored(replace(path, tensor=tensor), tensor, colors)], []
         first = _first_writers(tensor, model, mapping, compute)
         return [], [_reduce_to_keepers(tensor, writers, first, colors)]
     if wanted:
@@ -277,6 +282,92 @@ def _banded(writers: isl.Map, side: Side, along: int
             not _between(first, last, along).range().is_subset(pes):
         return None
     return first, last, line.apply_range(writers.reverse()).coalesce()
+
+
+def _path_chain(writers: isl.Map, wanted: Sequence[isl.Map]) -> ResidentReduction | None:
+    """A chain through PEs on no one line: where the PEs holding partial results of the
+    same elements all hold the same ones, one box, one per column over a contiguous range of
+    columns (a GEMV on ``PE[j//32, (i//32 + j//32) mod 8]``: each block of ``y`` on a
+    wrapped diagonal), each passes its block to the holder in the column before it (or
+    after it), along its row and then that column, on the chain's two colors by parity
+    (:func:`mesh.direct_entries` checks that the wavelets of one color never mix); or
+    likewise one per row, to the row before or after. Of the directions, the first
+    leaving every total on a PE of ``wanted``, if any, else westwards (northwards). None
+    where that does not hold (then a reducing exchange sends each partial block to its
+    keeper)."""
+    elements = writers.reverse()
+    sharing = elements.apply_range(writers)
+    holders = sharing.domain()
+    identity = isl.Map.identity(pe_map_space())
+    sharing, identity = poly.align_params(sharing, identity)
+    if not elements.is_equal(sharing.apply_range(elements)):
+        return None  # (holders of different blocks overlapping)
+    if not poly.rectangularity(poly.bind_pe(elements), index=()).rectangular:
+        # (several blocks per PE, a rotated 3-D GEMM's diagonal: every PE of a chain
+        # would pass them all and its last keep them all, where a reducing exchange
+        # sends each to a keeper of its own)
+        return None
+    chains = []
+    lines: tuple[tuple[int, tuple[Side, Side]], ...] = ((0, ("W", "E")), (1, ("N", "S")))
+    for axis, sides in lines:
+        line = same_line("S" if axis == 0 else "E")  # (the same column, the same row)
+        if not sharing.intersect(line.align_params(sharing.get_space())).is_subset(identity):
+            continue  # (two holders in one column, or row)
+        for side in sides:
+            chain = _path_along(sharing, elements, holders, axis, -1 if side in "WN" else 1)
+            if chain is not None:
+                chains.append(replace(chain, side=side))
+    if not chains:
+        return None
+    several = writers.lexmax().subtract(writers.lexmin()).domain()
+    for want in wanted:
+        for chain in chains:
+            if _misplaced(chain, several, want) is None:
+                return chain
+    return chains[0]
+
+
+def _path_along(sharing: isl.Map, elements: isl.Map, holders: isl.Set, axis: int,
+                sign: int) -> ResidentReduction | None:
+    """The path chain along coordinate ``axis`` (``sign`` -1: towards 0), or None where
+    the holders of a block skip a column (row) or the routes of a color would mix."""
+    space = sharing.get_space()
+    step = sharing.intersect(_next_along(axis, sign).align_params(space)).coalesce()
+    ahead = sharing.intersect(_beyond(axis, sign).align_params(space))
+    last = holders.subtract(ahead.domain())
+    # (contiguous: each holder but the last passes to the very next column)
+    if not step.domain().is_equal(holders.subtract(last)):
+        return None
+    # (each chain starts at its holder furthest from where it flows)
+    coordinate = sharing.project_out(isl.dim_type.out, 1 - axis, 1)
+    first = coordinate.lexmax() if sign < 0 else coordinate.lexmin()
+    bound = first.bind_domain(poly.multi_id(first.get_space().domain(), poly.PE_NAMES))
+    start = bound.as_pw_multi_aff().get_pw_aff(0)
+    here = _param_aff(start, poly.PE_NAMES[axis])
+    position = (start.sub(here) if sign < 0 else here.sub(start)).coalesce()
+    even = position.mod_val(isl.Val.int_from_si(CTX, 2)).zero_set()
+    senders = holders.subtract(last)
+    even_pe, senders = poly.align_params(poly.pe_set(even), senders)
+    if any(direct_entries(step.intersect_domain(part)) is None
+           for part in (senders.intersect(even_pe), senders.subtract(even_pe))
+           if not part.is_empty()):
+        return None
+    last_set = last.bind(poly.multi_id(pe_space(), poly.PE_NAMES))
+    return ResidentReduction("", "W", (0, 0), elements.intersect_domain(holders), position,
+                             last_set, step)
+
+
+def _next_along(axis: int, sign: int) -> isl.Map:
+    """``PE -> PE'`` one step along coordinate ``axis`` (``sign`` 1: east or south), the
+    other coordinate free."""
+    return linear_map(pe_map_space(), eqs=[{("out", axis): 1, ("in", axis): -1, 1: -sign}])
+
+
+def _beyond(axis: int, sign: int) -> isl.Map:
+    """``PE -> PE'`` with ``PE'`` beyond ``PE`` along coordinate ``axis`` (``sign`` 1:
+    east or south of it)."""
+    return linear_map(pe_map_space(), ineqs=[{("out", axis): sign, ("in", axis): -sign,
+                                              1: -1}])
 
 
 def _param_aff(like: isl.PwAff, name: str) -> isl.PwAff:

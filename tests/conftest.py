@@ -101,6 +101,18 @@ def verify_pair(directory: Path, lair: str, mapping: str, *, simd: bool,
         assert outcome.comparison.verified, outcome.comparison.mismatch
 
 
+def exact_against_reference(lair: str, mapping: str, *, seed: int) -> None:
+    """Compile and simulate a program and its mapping (in a directory of their own) and
+    check every output exactly against the reference interpreter."""
+    import tempfile
+
+    from dtg.pesim.run import run_program
+
+    with tempfile.TemporaryDirectory() as tmp:
+        outcome = run_program(write_pair(Path(tmp), lair, mapping), seed=seed)
+        assert outcome.comparison.verified and outcome.comparison.exact, (lair, mapping)
+
+
 def alike_on_both_engines(path: Path, *, simd: bool, seed: int = 1) -> None:
     """Simulate ``path`` on the simpy and the fast engine: both verify exactly against
     the reference interpreter, in the same number of cycles."""

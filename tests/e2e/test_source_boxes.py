@@ -4,7 +4,8 @@
   dimension (the last PE of a stride-2 convolution's row bands sends the extra input
   row, ``index[c, 16, j]`` where the others stop at 15): each receiver counts its
   groups with the sizes of its own source's box;
-- partial sums on a wrapped diagonal of PEs (a Cannon-style skewed GEMV): each PE sends
+- partial sums on a wrapped diagonal of PEs (a Cannon-style skewed GEMV), where they go by
+  a reducing exchange (a chain through the diagonal now takes them): each PE sends
   the block it computed, not its whole array (which also holds the total it keeps).
 
 Both engines, SIMD and scalar, against the reference interpreter."""
@@ -21,7 +22,7 @@ from conftest import alike_on_both_engines, write_pair
 import dtg
 import dtg.codegen.pipeline
 from dtg.codegen.stmtutil import pe_condition_set
-from dtg.mapping import poly
+from dtg.mapping import poly, reductions
 from dtg.mapping.mesh import pe_box
 
 # A stride-2 3 x 3 convolution over 2 channels of 17 x 17 on 2 x 2 PEs: each row band of
@@ -82,7 +83,30 @@ def test_sources_with_boxes_of_several_sizes_count_their_own(
     assert values == {14, 16}, values
 
 
-def test_skewed_partial_sums_send_the_block_they_computed(tmp_path: Path) -> None:
+@pytest.fixture
+def without_path_chains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The skewed GEMV's partial blocks go by a chain through their wrapped diagonal
+    (``tests/e2e/test_path_chains.py``: 384 -> 95 cycles); without it, by the reducing
+    exchange these tests are about (it remains for several blocks per PE)."""
+    monkeypatch.setattr(reductions, "_path_chain", lambda writers, wanted: None)
+
+
+def test_skewed_partial_sums_take_their_diagonal_chain(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *SKEWED))
+    assert compiled.tasks is not None
+    (chain,) = compiled.tasks.combines
+    assert chain.step is not None
+    assert not any(ex.reduce for ex in compiled.tasks.exchanges)
+
+
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "scalar"])
+def test_skewed_sums_by_exchange_verified_alike_on_both_engines(
+        tmp_path: Path, simd: bool, without_path_chains: None) -> None:
+    alike_on_both_engines(write_pair(tmp_path, *SKEWED), simd=simd)
+
+
+def test_skewed_partial_sums_send_the_block_they_computed(tmp_path: Path,
+                                                          without_path_chains: None) -> None:
     compiled = dtg.compile(write_pair(tmp_path, *SKEWED))
     assert compiled.module is not None
     program = compiled.module.programs[0]
@@ -91,7 +115,8 @@ def test_skewed_partial_sums_send_the_block_they_computed(tmp_path: Path) -> Non
     assert prod(send.variants[0]) == 8 < prod(y_local.shape)
 
 
-def test_skewed_partial_sums_go_to_their_keepers_at_once(tmp_path: Path) -> None:
+def test_skewed_partial_sums_go_to_their_keepers_at_once(tmp_path: Path,
+                                                         without_path_chains: None) -> None:
     """Each keeper (the west PE of each row of blocks) gets 3 partial blocks, each on a
     color of its own, all senders at once: no sender waits for a turn."""
     compiled = dtg.compile(write_pair(tmp_path, *SKEWED))
