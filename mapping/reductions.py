@@ -314,9 +314,9 @@ def _path_chain(writers: isl.Map, wanted: Sequence[isl.Map]) -> ResidentReductio
         if not sharing.intersect(line.align_params(sharing.get_space())).is_subset(identity):
             continue  # (two holders in one column, or row)
         for side in sides:
-            chain = _path_along(sharing, elements, holders, axis, -1 if side in "WN" else 1)
+            chain = _path_along(sharing, elements, holders, axis, side)
             if chain is not None:
-                chains.append(replace(chain, side=side))
+                chains.append(chain)
     if not chains:
         return None
     several = writers.lexmax().subtract(writers.lexmin()).domain()
@@ -328,9 +328,10 @@ def _path_chain(writers: isl.Map, wanted: Sequence[isl.Map]) -> ResidentReductio
 
 
 def _path_along(sharing: isl.Map, elements: isl.Map, holders: isl.Set, axis: int,
-                sign: int) -> ResidentReduction | None:
-    """The path chain along coordinate ``axis`` (``sign`` -1: towards 0), or None where
+                side: Side) -> ResidentReduction | None:
+    """The path chain along coordinate ``axis`` flowing towards ``side``, or None where
     the holders of a block skip a column (row) or the routes of a color would mix."""
+    sign = -1 if side in ("W", "N") else 1
     space = sharing.get_space()
     step = sharing.intersect(_next_along(axis, sign).align_params(space)).coalesce()
     ahead = sharing.intersect(_beyond(axis, sign).align_params(space))
@@ -353,7 +354,7 @@ def _path_along(sharing: isl.Map, elements: isl.Map, holders: isl.Set, axis: int
            if not part.is_empty()):
         return None
     last_set = last.bind(poly.multi_id(pe_space(), poly.PE_NAMES))
-    return ResidentReduction("", "W", (0, 0), elements.intersect_domain(holders), position,
+    return ResidentReduction("", side, (0, 0), elements.intersect_domain(holders), position,
                              last_set, step)
 
 

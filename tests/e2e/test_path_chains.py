@@ -26,6 +26,11 @@ from dtg.mapping import reductions
 from dtg.mapping.mesh import same_line, translate
 
 
+def _gemv(rows: int, columns: int, dtype: str) -> str:
+    return (f"lair sk<T={dtype}>(): T W[{rows}][{columns}], T x[{columns}] -> T y[{rows}]\n"
+            f"{{ all (i, j) in ({rows}, {columns}) y[i] += W[i][j] * x[j] }}\n")
+
+
 def skewed_gemv(pes: int, block: int, *, sign: int = 1, output: str = "resident",
                 dtype: str = "float16", transposed: bool = False) -> tuple[str, str]:
     """``y = W x`` on ``PE[j//block, (i//block + sign * j//block) mod pes]`` (``pes``
@@ -33,28 +38,25 @@ def skewed_gemv(pes: int, block: int, *, sign: int = 1, output: str = "resident"
     ``transposed``, ``y`` of ``pes // 2`` blocks on ``PE[(...) mod (pes // 2), j//block]``
     with ``x`` from the west (the holders of a block one to a row, two to a column)."""
     n = pes * block
+    term = f"i//{block} + j//{block}" if sign > 0 else f"i//{block} - j//{block}"
+    x = "PE[-1, j//{b}]" if transposed else "PE[j//{b}, -1]"
+    stream = (f"input x dense {{ x[j = 0:{n - 1}] -> [{x.format(b=block)} -> "
+              f"index[j mod {block}]] }}\ninput W resident\n")
     if transposed:  # (y in blocks over half the rows: 2 holders to a column, 1 to a row)
         half = max(pes // 2, 1)
-        m = half * block
-        term = f"i//{block} + j//{block}" if sign > 0 else f"i//{block} - j//{block}"
-        return (f"lair sk<T={dtype}>(): T W[{m}][{n}], T x[{n}] -> T y[{m}]\n"
-                f"{{ all (i, j) in ({m}, {n}) y[i] += W[i][j] * x[j] }}\n",
+        return (_gemv(half * block, n, dtype),
                 f"rectangle {{ PE[{half}, {pes}] }}\n"
                 f"placement {{ sk[i, j] -> PE[({term}) mod {half}, j//{block}] }}\n"
-                f"input x dense {{ x[j = 0:{n - 1}] -> [PE[-1, j//{block}] -> "
-                f"index[j mod {block}]] }}\ninput W resident\noutput y resident\n")
+                + stream + "output y resident\n")
     out = {"resident": "output y resident\n",
            "E": f"output y dense {{ y[i = 0:{n - 1}] -> [PE[{pes}, i//{block}] -> "
                 f"index[i mod {block}]] }}\n",
            "W": f"output y dense {{ y[i = 0:{n - 1}] -> [PE[-1, i//{block}] -> "
                 f"index[i mod {block}]] }}\n"}[output]
-    term = f"i//{block} + j//{block}" if sign > 0 else f"i//{block} - j//{block}"
-    return (f"lair sk<T={dtype}>(): T W[{n}][{n}], T x[{n}] -> T y[{n}]\n"
-            f"{{ all (i, j) in ({n}, {n}) y[i] += W[i][j] * x[j] }}\n",
+    return (_gemv(n, n, dtype),
             f"rectangle {{ PE[{pes}, {pes}] }}\n"
             f"placement {{ sk[i, j] -> PE[j//{block}, ({term}) mod {pes}] }}\n"
-            f"input x dense {{ x[j = 0:{n - 1}] -> [PE[j//{block}, -1] -> "
-            f"index[j mod {block}]] }}\ninput W resident\n" + out)
+            + stream + out)
 
 
 PAIRS = {
@@ -62,8 +64,16 @@ PAIRS = {
     "leaving_east": skewed_gemv(8, 8, output="E"),
     "leaving_west": skewed_gemv(4, 8, output="W"),
     "anti_diagonal": skewed_gemv(4, 8, sign=-1, dtype="float32"),
-    "one_per_row": skewed_gemv(8, 4, transposed=True),
+    # (two holders to a column: line chains, columns then rows, take it, not a path)
+    "two_to_a_column": skewed_gemv(8, 4, transposed=True),
 }
+
+
+def test_holders_two_to_a_column_keep_their_line_chains(tmp_path: Path) -> None:
+    compiled = dtg.compile(write_pair(tmp_path, *PAIRS["two_to_a_column"]))
+    assert compiled.tasks is not None
+    assert compiled.tasks.reductions and all(
+        chain.step is None for chain in compiled.tasks.reductions)
 
 
 def test_partial_blocks_on_a_wrapped_diagonal_take_a_chain(tmp_path: Path) -> None:
